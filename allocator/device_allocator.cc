@@ -1,0 +1,613 @@
+#include "allocator/device_allocator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "allocator/base/check.h"
+#include "allocator/base/units.h"
+
+namespace fragfree {
+namespace {
+constexpr size_t kMaxArenasPerStreamKind = 8;
+
+int PoolOf(ArenaKind kind) {
+  return kind == ArenaKind::kSmall ? kPoolSmall : kPoolLarge;
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
+    int device, const Options& options,
+    std::unique_ptr<PhysicalBackend> backend,
+    std::unique_ptr<EventSource> events) {
+  if (backend == nullptr || events == nullptr) {
+    return absl::InvalidArgumentError("DeviceAllocator needs a backend and an event source");
+  }
+  return std::unique_ptr<DeviceAllocator>(new DeviceAllocator(
+      device, options, std::move(backend), std::move(events)));
+}
+
+DeviceAllocator::DeviceAllocator(int device, const Options& options,
+                                 std::unique_ptr<PhysicalBackend> backend,
+                                 std::unique_ptr<EventSource> events)
+    : device_(device),
+      options_(options),
+      backend_(std::move(backend)),
+      events_(std::move(events)),
+      rounding_(options.rounding),
+      page_size_(backend_->Granularity()),
+      fences_(events_.get()),
+      pages_(backend_.get(), 0) {
+  absl::MutexLock lock(&mu_);
+  limit_request_bytes_ = options.memory_limit_bytes;
+  limit_fraction_ = options.memory_fraction;
+  RecomputeLimit();
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  absl::MutexLock lock(&mu_);
+  // Whatever the program still holds goes with the allocator: wait for the
+  // device, free every block, unmap every page, release every handle.
+  fences_.WaitAll().IgnoreError();
+  for (PendingFree& p : pending_) {
+    for (EventId e : p.events) {
+      events_->Synchronize(e).IgnoreError();
+      events_->Release(e);
+    }
+  }
+  pending_.clear();
+  live_.clear();
+  std::vector<PageId> pages;
+  for (auto& arena : arenas_) {
+    for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
+         b = b->next) {
+      if (!b->is_free()) b = arena->Release(b, 0);
+    }
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      arena->UnmapFreePages(b, SIZE_MAX, &pages).IgnoreError();
+    }
+    for (PageId p : pages) pages_.ReturnIdle(p);
+    pages.clear();
+  }
+  arenas_.clear();
+  pages_.ReleaseIdle(0).IgnoreError();
+}
+
+void DeviceAllocator::RecomputeLimit() {
+  DeviceMemoryInfo info = backend_->MemoryInfo();
+  size_t limit = size_t(double(info.total_bytes) * limit_fraction_);
+  if (limit_request_bytes_ != 0) limit = std::min(limit, limit_request_bytes_);
+  limit_bytes_ = AlignDown(limit, page_size_);
+  pages_.set_limit_bytes(limit_bytes_);
+}
+
+uint32_t DeviceAllocator::SlotFor(StreamHandle stream) {
+  if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
+  auto [it, inserted] = slot_of_.try_emplace(stream, 0);
+  if (inserted) {
+    it->second = fences_.AddStream(stream);
+    streams_.emplace_back();
+    stats_.num_streams = int64_t(streams_.size());
+  }
+  last_stream_ = stream;
+  last_slot_ = it->second;
+  return it->second;
+}
+
+absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
+                                              size_t size, size_t requested) {
+  std::vector<Arena*>& list = streams_[slot].arenas[int(kind)];
+  for (Arena* arena : list) {
+    if (Block* b = arena->Allocate(size, requested)) return b;
+  }
+  if (list.size() >= kMaxArenasPerStreamKind) {
+    return absl::ResourceExhaustedError(
+        "address space of this stream's arenas is exhausted");
+  }
+  size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page_size_);
+  va = std::max(va, AlignUp(size, page_size_) * 2);
+  absl::StatusOr<std::unique_ptr<Arena>> arena =
+      Arena::Create(backend_.get(), &pages_, &blocks_, va, kind, slot,
+                    fences_.stream(slot));
+  if (!arena.ok()) return arena.status();
+  list.push_back(arena->get());
+  arenas_.push_back(std::move(*arena));
+  stats_.num_arenas = int64_t(arenas_.size());
+  Block* b = list.back()->Allocate(size, requested);
+  if (b == nullptr) {
+    return absl::ResourceExhaustedError("request larger than an arena");
+  }
+  return b;
+}
+
+absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
+                                              StreamHandle stream) {
+  if (size == 0) return nullptr;
+  absl::MutexLock lock(&mu_);
+  if (size > limit_bytes_) {
+    return OutOfMemory(size, size, stream, 0,
+                       absl::StrFormat("the request is larger than the memory "
+                                       "limit of the device (%s)",
+                                       FormatBytes(limit_bytes_)));
+  }
+  const size_t rounded = rounding_.Round(size);
+  if (!pending_.empty()) {
+    if (absl::Status s = ProcessPending(false); !s.ok()) return s;
+  }
+  const uint32_t slot = SlotFor(stream);
+  const ArenaKind kind =
+      size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
+  absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
+  if (!placed.ok()) {
+    if (absl::IsResourceExhausted(placed.status())) {
+      return OutOfMemory(size, rounded, stream, 0,
+                         std::string(placed.status().message()));
+    }
+    return placed.status();
+  }
+  Block* block = *placed;
+  Arena* arena = block->arena;
+  if (size_t missing = arena->UnmappedPages(block); missing > 0) {
+    if (absl::Status s = MapUnder(block, missing); !s.ok()) {
+      arena->Release(block, block->free_epoch);
+      if (absl::IsResourceExhausted(s)) {
+        return OutOfMemory(size, rounded, stream, missing,
+                           std::string(s.message()));
+      }
+      return s;
+    }
+  }
+  block->alloc_seq = ++alloc_seq_;
+  live_.emplace(block->addr, block);
+  const int pool = PoolOf(arena->kind());
+  stats_.allocation.Increase(pool, 1);
+  stats_.allocated_bytes.Increase(pool, int64_t(block->size));
+  stats_.active.Increase(pool, 1);
+  stats_.active_bytes.Increase(pool, int64_t(block->size));
+  stats_.requested_bytes.Increase(pool, int64_t(size));
+  return reinterpret_cast<void*>(block->addr);
+}
+
+void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
+  const int pool = PoolOf(kind);
+  const int64_t bytes = pages * int64_t(page_size_);
+  if (pages > 0) {
+    stats_.reserved_bytes.Increase(pool, bytes);
+    stats_.mapped_bytes.Increase(bytes);
+    stats_.pages_mapped += pages;
+    stats_.num_device_alloc += pages;
+  } else if (pages < 0) {
+    stats_.reserved_bytes.Decrease(pool, -bytes);
+    stats_.mapped_bytes.Decrease(-bytes);
+    stats_.pages_unmapped += -pages;
+    stats_.num_device_free += -pages;
+  }
+}
+
+absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
+                                      std::vector<PageId>* out) {
+  const size_t before = out->size();
+  for (auto& arena_ptr : arenas_) {
+    Arena* arena = arena_ptr.get();
+    if (arena->mapped_pages() == 0) continue;
+    absl::Status status;
+    const size_t arena_before = out->size();
+    arena->free_index().ForEachLargestFirst([&](Block* b) {
+      if (out->size() >= want) return false;
+      if (arena->ReclaimablePages(b) == 0) return true;
+      const uint32_t slot = arena->stream_slot();
+      if (!fences_.IsComplete(slot, b->free_epoch)) {
+        if (!wait || events_->IsCapturing(arena->stream())) return true;
+        status = fences_.WaitFor(slot, b->free_epoch);
+        if (!status.ok()) return false;
+      }
+      status = arena->UnmapFreePages(b, want - out->size(), out);
+      return status.ok();
+    });
+    NotePagesMapped(arena->kind(), -int64_t(out->size() - arena_before));
+    if (!status.ok()) return status;
+    if (out->size() >= want) break;
+  }
+  stats_.pages_remapped += int64_t(out->size() - before);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
+  std::vector<PageId> pages;
+  pages.reserve(count);
+  PageId page;
+  while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
+  auto give_back = [&] {
+    for (PageId p : pages) pages_.ReturnIdle(p);
+  };
+  absl::Status status;
+  if (pages.size() < count && options_.reclaim_before_grow) {
+    status = fences_.PollAndFence();
+    if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
+  }
+  while (status.ok() && pages.size() < count) {
+    absl::Status created = pages_.CreatePage(&page);
+    if (created.ok()) {
+      pages.push_back(page);
+      ++stats_.handles_created;
+    } else if (absl::IsResourceExhausted(created)) {
+      break;  // the limit or the device is full: reclaim below
+    } else {
+      status = created;
+    }
+  }
+  if (status.ok() && pages.size() < count) {
+    ++stats_.num_alloc_retries;
+    status = fences_.PollAndFence();
+    if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
+    if (status.ok() && pages.size() < count) {
+      ++stats_.num_sync_all_streams;
+      status = Reclaim(count, /*wait=*/true, &pages);
+    }
+    if (status.ok() && pages.size() < count) {
+      status = absl::ResourceExhaustedError(absl::StrFormat(
+          "%d more page(s) of %s were needed, and every whole free page has "
+          "been reclaimed",
+          count - pages.size(), FormatBytes(page_size_)));
+    }
+  }
+  if (status.ok()) status = block->arena->MapPages(block, pages);
+  if (!status.ok()) {
+    give_back();
+    return status;
+  }
+  NotePagesMapped(block->arena->kind(), int64_t(count));
+  return absl::OkStatus();
+}
+
+void DeviceAllocator::ReturnBlockToArena(Block* block) {
+  Arena* arena = block->arena;
+  const int pool = PoolOf(arena->kind());
+  stats_.active.Decrease(pool, 1);
+  stats_.active_bytes.Decrease(pool, int64_t(block->size));
+  arena->Release(block, fences_.StampFree(arena->stream_slot()));
+}
+
+absl::Status DeviceAllocator::Free(void* ptr) {
+  if (ptr == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  auto it = live_.find(addr);
+  if (it == live_.end()) {
+    ++stats_.invalid_frees;
+    return absl::InvalidArgumentError(DescribeBadPointer(addr));
+  }
+  Block* block = it->second;
+  live_.erase(it);
+  const int pool = PoolOf(block->arena->kind());
+  stats_.allocation.Decrease(pool, 1);
+  stats_.allocated_bytes.Decrease(pool, int64_t(block->size));
+  stats_.requested_bytes.Decrease(pool, int64_t(block->requested));
+  if (block->uses == nullptr || block->uses->empty()) {
+    ReturnBlockToArena(block);
+    return absl::OkStatus();
+  }
+  // Other streams used it: it becomes reusable once their work completes.
+  block->state = BlockState::kPendingFree;
+  PendingFree pending{block, {}};
+  for (StreamHandle s : *block->uses) {
+    if (events_->IsCapturing(s)) continue;  // re-checked when processed
+    absl::StatusOr<EventId> e = events_->Record(s);
+    if (!e.ok()) return e.status();
+    pending.events.push_back(*e);
+  }
+  block->uses.reset();
+  pending_.push_back(std::move(pending));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::ProcessPending(bool wait) {
+  size_t kept = 0;
+  absl::Status status;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    PendingFree& p = pending_[i];
+    bool done = status.ok();
+    while (done && !p.events.empty()) {
+      EventId e = p.events.back();
+      if (wait) {
+        status = events_->Synchronize(e);
+        done = status.ok();
+      } else {
+        absl::StatusOr<bool> q = events_->Query(e);
+        if (!q.ok()) status = q.status();
+        done = q.ok() && *q;
+      }
+      if (!done) break;
+      events_->Release(e);
+      p.events.pop_back();
+    }
+    if (done && p.events.empty()) {
+      ReturnBlockToArena(p.block);
+    } else {
+      pending_[kept++] = std::move(p);
+    }
+  }
+  pending_.resize(kept);
+  return status;
+}
+
+absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == live_.end()) {
+    return absl::InvalidArgumentError(
+        "record_stream: " + DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
+  }
+  Block* block = it->second;
+  if (stream == block->arena->stream()) return absl::OkStatus();
+  if (block->uses == nullptr) {
+    block->uses = std::make_unique<std::vector<StreamHandle>>();
+  }
+  if (std::find(block->uses->begin(), block->uses->end(), stream) ==
+      block->uses->end()) {
+    block->uses->push_back(stream);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::EmptyCache() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
+  if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
+  std::vector<PageId> pages;
+  if (absl::Status s = Reclaim(SIZE_MAX, /*wait=*/true, &pages); !s.ok()) {
+    for (PageId p : pages) pages_.ReturnIdle(p);
+    return s;
+  }
+  stats_.pages_remapped -= int64_t(pages.size());  // released, not remapped
+  for (PageId p : pages) pages_.ReturnIdle(p);
+  uint64_t released_before = pages_.total_released();
+  absl::Status s = pages_.ReleaseIdle(0);
+  stats_.handles_released += int64_t(pages_.total_released() - released_before);
+  return s;
+}
+
+absl::Status DeviceAllocator::SetMemoryLimit(size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  limit_request_bytes_ = bytes;
+  RecomputeLimit();
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::SetMemoryFraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "memory fraction %g is outside (0, 1]", fraction));
+  }
+  absl::MutexLock lock(&mu_);
+  limit_fraction_ = fraction;
+  RecomputeLimit();
+  return absl::OkStatus();
+}
+
+size_t DeviceAllocator::memory_limit() const {
+  absl::MutexLock lock(&mu_);
+  return limit_bytes_;
+}
+
+absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
+                                          StreamHandle stream,
+                                          size_t pages_needed,
+                                          std::string reason) {
+  ++stats_.num_ooms;
+  UpdateGaugesLocked();
+  OomInfo& o = last_oom_;
+  o = OomInfo();
+  o.device = device_;
+  o.stream = stream;
+  o.requested_bytes = size;
+  o.rounded_bytes = rounded;
+  o.limit_bytes = limit_bytes_;
+  DeviceMemoryInfo info = backend_->MemoryInfo();
+  o.device_total_bytes = info.total_bytes;
+  o.device_free_bytes = info.free_bytes;
+  o.mapped_bytes = size_t(stats_.mapped_bytes.current);
+  o.allocated_bytes = size_t(stats_.allocated_bytes.pool[kPoolAll].current);
+  o.active_bytes = size_t(stats_.active_bytes.pool[kPoolAll].current);
+  o.cached_bytes = size_t(stats_.cached_free_bytes);
+  o.reclaimable_bytes = size_t(stats_.reclaimable_bytes);
+  o.idle_bytes = pages_.idle_pages() * page_size_;
+  o.pages_needed = pages_needed;
+  o.reason = std::move(reason);
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "fragfree: out of memory on device %d: tried to allocate %s (%s after "
+      "rounding). fragfree holds %s of pages for %s in live allocations "
+      "(%s cached, %s reclaimable); memory limit %s, device has %s total and "
+      "%s free. %s.",
+      device_, FormatBytes(size), FormatBytes(rounded),
+      FormatBytes(o.mapped_bytes), FormatBytes(o.allocated_bytes),
+      FormatBytes(o.cached_bytes), FormatBytes(o.reclaimable_bytes),
+      FormatBytes(o.limit_bytes), FormatBytes(o.device_total_bytes),
+      FormatBytes(o.device_free_bytes), o.reason));
+}
+
+std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
+  for (const auto& arena : arenas_) {
+    if (!arena->Contains(addr)) continue;
+    const Block* b = arena->BlockContaining(addr);
+    if (b == nullptr) break;
+    if (b->is_free()) {
+      return absl::StrFormat(
+          "pointer 0x%x on device %d is not a live allocation: it lies in "
+          "fragfree's free memory (a double free, or a pointer that was "
+          "never returned by fragfree)",
+          addr, device_);
+    }
+    if (b->state == BlockState::kPendingFree) {
+      return absl::StrFormat(
+          "pointer 0x%x on device %d was already freed (double free)", addr,
+          device_);
+    }
+    return absl::StrFormat(
+        "pointer 0x%x on device %d points inside the live allocation at 0x%x "
+        "(%s), not to its start",
+        addr, device_, b->addr, FormatBytes(b->requested));
+  }
+  return absl::StrFormat(
+      "pointer 0x%x was not allocated by fragfree on device %d", addr,
+      device_);
+}
+
+void DeviceAllocator::UpdateGaugesLocked() {
+  int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
+  for (const auto& arena : arenas_) {
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      if (!b->is_free()) continue;
+      int64_t mapped = int64_t(arena->MappedBytes(b));
+      if (mapped == 0) continue;
+      ++free_blocks;
+      cached += mapped;
+      largest = std::max(largest, mapped);
+      reclaimable += int64_t(arena->ReclaimablePages(b) * page_size_);
+    }
+  }
+  stats_.cached_free_bytes = cached;
+  stats_.reclaimable_bytes = reclaimable;
+  stats_.largest_free_block = largest;
+  stats_.total_free_va_mapped = free_blocks;
+  // PyTorch's inactive_split: free blocks inside mapped memory.
+  stats_.inactive_split.pool[kPoolAll].current = free_blocks;
+  stats_.inactive_split_bytes.pool[kPoolAll].current = cached;
+  stats_.segment.pool[kPoolAll].current = 0;
+  stats_.segment.pool[kPoolSmall].current = 0;
+  stats_.segment.pool[kPoolLarge].current = 0;
+  for (const auto& arena : arenas_) {
+    if (arena->mapped_pages() == 0) continue;
+    stats_.segment.pool[kPoolAll].current++;
+    stats_.segment.pool[PoolOf(arena->kind())].current++;
+  }
+  for (Stat& s : stats_.segment.pool) s.peak = std::max(s.peak, s.current);
+  stats_.idle_page_bytes.current = int64_t(pages_.idle_pages() * page_size_);
+  stats_.handles_released = int64_t(pages_.total_released());
+  stats_.fences_recorded = int64_t(fences_.fences_recorded());
+  stats_.fence_waits = int64_t(fences_.waits());
+  DeviceMemoryInfo info = backend_->MemoryInfo();
+  stats_.device_total_bytes = int64_t(info.total_bytes);
+  stats_.device_free_bytes = int64_t(info.free_bytes);
+  stats_.memory_limit_bytes = int64_t(limit_bytes_);
+  stats_.page_size = int64_t(page_size_);
+}
+
+DeviceStats DeviceAllocator::GetStats() {
+  absl::MutexLock lock(&mu_);
+  UpdateGaugesLocked();
+  return stats_;
+}
+
+void DeviceAllocator::ResetPeakStats() {
+  absl::MutexLock lock(&mu_);
+  stats_.ResetPeak();
+}
+
+void DeviceAllocator::ResetAccumulatedStats() {
+  absl::MutexLock lock(&mu_);
+  stats_.ResetAccumulated();
+}
+
+OomInfo DeviceAllocator::last_oom() const {
+  absl::MutexLock lock(&mu_);
+  return last_oom_;
+}
+
+size_t DeviceAllocator::AllocationSize(const void* ptr) const {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  return it == live_.end() ? 0 : it->second->requested;
+}
+
+std::vector<ArenaView> DeviceAllocator::Arenas() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ArenaView> out;
+  for (const auto& arena : arenas_) {
+    ArenaView v{arena->base(), arena->size(),   arena->page_size(),
+                arena->stream(), arena->kind(), arena->mapped_pages(),
+                {},              {}};
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      v.blocks.push_back({b->addr, b->size, b->requested, b->state, b->alloc_seq});
+    }
+    for (size_t p = 0; p < arena->mapped_end(); ++p) {
+      v.page_mapped.push_back(arena->IsPageMapped(p));
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+absl::Status DeviceAllocator::CheckInvariants() const {
+  absl::MutexLock lock(&mu_);
+  auto fail = [](std::string what) {
+    return absl::InternalError("invariant violated: " + what);
+  };
+  int64_t allocated = 0, active = 0, mapped_pages = 0, live_blocks = 0;
+  for (const auto& arena : arenas_) {
+    uintptr_t expect = arena->base();
+    size_t free_blocks = 0;
+    const Block* prev = nullptr;
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      if (b->addr != expect) {
+        return fail(absl::StrFormat("gap or overlap at 0x%x (expected 0x%x)",
+                                    b->addr, expect));
+      }
+      if (b->prev != prev) return fail("broken prev link");
+      if (b->size == 0 || b->size % kMinBlockSize != 0) {
+        return fail("block size not a positive multiple of 512");
+      }
+      if (b->is_free()) {
+        ++free_blocks;
+        if (prev != nullptr && prev->is_free()) {
+          return fail("two adjacent free blocks (missed coalescing)");
+        }
+      } else {
+        if (!arena->IsFullyMapped(b)) {
+          return fail(absl::StrFormat("live block 0x%x is not fully mapped",
+                                      b->addr));
+        }
+        active += int64_t(b->size);
+        if (b->state == BlockState::kAllocated) {
+          allocated += int64_t(b->size);
+          ++live_blocks;
+          auto it = live_.find(b->addr);
+          if (it == live_.end() || it->second != b) {
+            return fail("allocated block missing from the live table");
+          }
+        }
+      }
+      expect = b->end();
+      prev = b;
+    }
+    if (expect != arena->base() + arena->size()) {
+      return fail("blocks do not reach the end of the arena");
+    }
+    if (free_blocks != arena->free_index().count()) {
+      return fail("free index count differs from the free blocks");
+    }
+    mapped_pages += int64_t(arena->mapped_pages());
+  }
+  if (live_blocks != int64_t(live_.size())) {
+    return fail("live table has entries that are not allocated blocks");
+  }
+  if (allocated != stats_.allocated_bytes.pool[kPoolAll].current) {
+    return fail(absl::StrFormat("allocated_bytes %d != recount %d",
+                                stats_.allocated_bytes.pool[kPoolAll].current,
+                                allocated));
+  }
+  if (active != stats_.active_bytes.pool[kPoolAll].current) {
+    return fail("active_bytes differs from the recount");
+  }
+  if (mapped_pages * int64_t(page_size_) !=
+      stats_.reserved_bytes.pool[kPoolAll].current) {
+    return fail(absl::StrFormat("reserved_bytes %d != mapped pages x page %d",
+                                stats_.reserved_bytes.pool[kPoolAll].current,
+                                mapped_pages * int64_t(page_size_)));
+  }
+  if (size_t(mapped_pages) + pages_.idle_pages() != pages_.created_pages()) {
+    return fail("pages created != mapped + idle (a page was lost)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fragfree

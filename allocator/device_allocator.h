@@ -1,0 +1,193 @@
+// DeviceAllocator: fragfree's engine for one device, and the composition root of
+// the layers below (backend, page pool, arenas, free index, stream fences, stats).
+//
+// Policy (docs/design.md has the Notes):
+//  - Each (stream, small|large) pair allocates in its own Arena (VA range); blocks
+//    are best fit with coalescing, and a block freed on a stream is reusable at once
+//    by that stream (stream order protects it).
+//  - Physical pages are one pool per device shared by all arenas. A request whose
+//    block lies over unmapped pages takes idle pages, then whole free pages from
+//    cached holes whose last use is known complete (reclaim, no waiting), then new
+//    pages while the memory limit allows, and finally, under pressure, waits for
+//    in-flight work and reclaims every whole free page. So an allocation fails only
+//    when live blocks plus partial edge pages fill the limit: never because free
+//    memory is scattered.
+//  - record_stream'd blocks are freed only after events on those streams complete.
+//
+// Thread-safety: every public method takes mu_; the object may be used from any
+// thread. Nothing calls out of the allocator (handlers, observers) under mu_.
+#ifndef FRAGFREE_ALLOCATOR_DEVICE_ALLOCATOR_H_
+#define FRAGFREE_ALLOCATOR_DEVICE_ALLOCATOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/obs/stats.h"
+#include "allocator/options.h"
+#include "allocator/phys/backend.h"
+#include "allocator/policy/block.h"
+#include "allocator/policy/size_classes.h"
+#include "allocator/stream/event_source.h"
+#include "allocator/stream/stream_fences.h"
+#include "allocator/va/arena.h"
+#include "allocator/va/page_pool.h"
+
+namespace fragfree {
+
+// What the allocator knew when a request failed: the raw material of the OOM
+// report (obs/ formats it).
+struct OomInfo {
+  int device = 0;
+  StreamHandle stream = 0;
+  size_t requested_bytes = 0;
+  size_t rounded_bytes = 0;
+  size_t limit_bytes = 0;
+  size_t device_total_bytes = 0;
+  size_t device_free_bytes = 0;
+  size_t mapped_bytes = 0;
+  size_t allocated_bytes = 0;
+  size_t active_bytes = 0;
+  size_t cached_bytes = 0;       // mapped but free
+  size_t reclaimable_bytes = 0;  // whole free pages among the cached bytes
+  size_t idle_bytes = 0;
+  size_t pages_needed = 0;
+  std::string reason;  // one line: why this request could not be served
+};
+
+// One block as reports and snapshots see it.
+struct BlockView {
+  uintptr_t addr;
+  size_t size;
+  size_t requested;
+  BlockState state;
+  uint64_t alloc_seq;
+};
+// One arena as reports and snapshots see it.
+struct ArenaView {
+  uintptr_t base;
+  size_t va_size;
+  size_t page_size;
+  StreamHandle stream;
+  ArenaKind kind;
+  size_t mapped_pages;
+  std::vector<BlockView> blocks;          // tiling the VA
+  std::vector<bool> page_mapped;          // up to the last mapped page
+};
+
+class DeviceAllocator {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceAllocator>> Create(
+      int device, const Options& options,
+      std::unique_ptr<PhysicalBackend> backend,
+      std::unique_ptr<EventSource> events);
+  ~DeviceAllocator();
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  // nullptr for size 0. ResourceExhausted (with an OomInfo kept for last_oom())
+  // when the memory cannot be found after every reclaim.
+  absl::StatusOr<void*> Malloc(size_t size, StreamHandle stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // InvalidArgument for pointers that are not a live allocation of this device
+  // (unknown, double free, interior pointer); nothing is changed then.
+  absl::Status Free(void* ptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // `stream` also uses the block: it is not reused before that work completes.
+  absl::Status RecordStream(void* ptr, StreamHandle stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for pending work, unmaps every whole free page and releases idle pages
+  // to the device.
+  absl::Status EmptyCache() ABSL_LOCKS_EXCLUDED(mu_);
+  // Caps fragfree's physical memory for the device: bytes (0 = no byte cap) and
+  // a fraction of device memory. Pages above a lowered cap are reclaimed lazily.
+  absl::Status SetMemoryLimit(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetMemoryFraction(double fraction) ABSL_LOCKS_EXCLUDED(mu_);
+  size_t memory_limit() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
+  void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
+  void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
+  OomInfo last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Requested size of a live allocation (0 if none).
+  size_t AllocationSize(const void* ptr) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<ArenaView> Arenas() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checks every invariant (tiling, coalescing, mapping under live blocks,
+  // stats equal a recount); the first violation as an error.
+  absl::Status CheckInvariants() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  int device() const { return device_; }
+  const Options& options() const { return options_; }
+  std::string backend_name() const { return backend_->Name(); }
+
+ private:
+  struct StreamState {
+    std::vector<Arena*> arenas[3];  // indexed by ArenaKind
+  };
+  struct PendingFree {
+    Block* block;
+    std::vector<EventId> events;
+  };
+
+  DeviceAllocator(int device, const Options& options,
+                  std::unique_ptr<PhysicalBackend> backend,
+                  std::unique_ptr<EventSource> events);
+
+  uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Block*> Place(uint32_t slot, ArenaKind kind, size_t size,
+                               size_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
+  // waiting) and maps them. On failure no page is lost.
+  absl::Status MapUnder(Block* block, size_t count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves whole free pages whose last use is complete into `out` until it holds
+  // `want`; with `wait`, waits for in-flight work first.
+  absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnBlockToArena(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ProcessPending(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecomputeLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OutOfMemory(size_t size, size_t rounded, StreamHandle stream,
+                           size_t pages_needed, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string DescribeBadPointer(uintptr_t addr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotePagesMapped(ArenaKind kind, int64_t pages)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int device_;
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<PhysicalBackend> backend_;
+  std::unique_ptr<EventSource> events_;
+  const SizeRounding rounding_;
+  const size_t page_size_;
+  StreamFences fences_ ABSL_GUARDED_BY(mu_);
+  BlockPool blocks_ ABSL_GUARDED_BY(mu_);
+  PagePool pages_ ABSL_GUARDED_BY(mu_);
+  size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double limit_fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
+  absl::flat_hash_map<StreamHandle, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<StreamState> streams_ ABSL_GUARDED_BY(mu_);
+  StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
+  std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uintptr_t, Block*> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
+  DeviceStats stats_ ABSL_GUARDED_BY(mu_);
+  OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
+  uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_DEVICE_ALLOCATOR_H_

@@ -1,0 +1,57 @@
+/* The field lists of fragfree's statistics, as X-macros, in plain C so that the
+ * public C header (installed as <fragfree/stat_fields.h>) and the C++ engine are
+ * generated from one list. Meanings: docs/stats.md.
+ * Thread-safety: macros only. */
+#ifndef FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_
+#define FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_
+
+/* <name>.{all,small_pool,large_pool}.{current,peak,allocated,freed} */
+#define FF_STAT_ARRAY_FIELDS(X) \
+  X(allocation)                 \
+  X(segment)                    \
+  X(active)                     \
+  X(inactive_split)             \
+  X(allocated_bytes)            \
+  X(reserved_bytes)             \
+  X(active_bytes)               \
+  X(inactive_split_bytes)       \
+  X(requested_bytes)
+
+/* <name>.{current,peak,allocated,freed} */
+#define FF_STAT_FIELDS(X) \
+  X(oversize_allocations) \
+  X(oversize_segments)    \
+  X(mapped_bytes)         \
+  X(idle_page_bytes)
+
+/* Plain counters (PyTorch's scalars first, then fragfree's). */
+#define FF_COUNTER_FIELDS(X) \
+  X(num_alloc_retries)       \
+  X(num_ooms)                \
+  X(max_split_size)          \
+  X(num_sync_all_streams)    \
+  X(num_device_alloc)        \
+  X(num_device_free)         \
+  X(pages_mapped)            \
+  X(pages_unmapped)          \
+  X(pages_remapped)          \
+  X(handles_created)         \
+  X(handles_released)        \
+  X(fences_recorded)         \
+  X(fence_waits)             \
+  X(num_streams)             \
+  X(num_arenas)              \
+  X(invalid_frees)
+
+/* Figures computed from the allocator's state when stats are taken. */
+#define FF_GAUGE_FIELDS(X)  \
+  X(cached_free_bytes)      \
+  X(reclaimable_bytes)      \
+  X(largest_free_block)     \
+  X(total_free_va_mapped)   \
+  X(device_total_bytes)     \
+  X(device_free_bytes)      \
+  X(memory_limit_bytes)     \
+  X(page_size)
+
+#endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

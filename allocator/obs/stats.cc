@@ -1,0 +1,86 @@
+#include "allocator/obs/stats.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fragfree {
+
+void DeviceStats::ResetPeak() {
+#define FF_RESET_ARRAY(name) \
+  for (Stat & s : name.pool) s.ResetPeak();
+  FF_STAT_ARRAY_FIELDS(FF_RESET_ARRAY)
+#undef FF_RESET_ARRAY
+#define FF_RESET_STAT(name) name.ResetPeak();
+  FF_STAT_FIELDS(FF_RESET_STAT)
+#undef FF_RESET_STAT
+}
+
+void DeviceStats::ResetAccumulated() {
+#define FF_RESET_ARRAY(name) \
+  for (Stat & s : name.pool) s.ResetAccumulated();
+  FF_STAT_ARRAY_FIELDS(FF_RESET_ARRAY)
+#undef FF_RESET_ARRAY
+#define FF_RESET_STAT(name) name.ResetAccumulated();
+  FF_STAT_FIELDS(FF_RESET_STAT)
+#undef FF_RESET_STAT
+  num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc =
+      num_device_free = 0;
+}
+
+Fragmentation ComputeFragmentation(const DeviceStats& s) {
+  Fragmentation f;
+  const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
+  const Stat& allocated = s.allocated_bytes.pool[kPoolAll];
+  const Stat& active = s.active_bytes.pool[kPoolAll];
+  if (reserved.peak > 0) {
+    f.u_alloc = double(allocated.peak) / double(reserved.peak);
+    f.u_active = double(active.peak) / double(reserved.peak);
+  }
+  f.waste_bytes = reserved.peak - allocated.peak;
+  if (s.cached_free_bytes > 0) {
+    f.external = 1.0 - double(std::min(s.largest_free_block,
+                                       s.cached_free_bytes)) /
+                           double(s.cached_free_bytes);
+  }
+  if (reserved.current > 0) {
+    f.gap_now = 1.0 - double(allocated.current) / double(reserved.current);
+  }
+  return f;
+}
+
+namespace {
+void AppendStat(std::string* out, const std::string& key, const Stat& s) {
+  absl::StrAppendFormat(out,
+                        "\"%s.current\":%d,\"%s.peak\":%d,\"%s.allocated\":%d,"
+                        "\"%s.freed\":%d,",
+                        key, s.current, key, s.peak, key, s.allocated, key,
+                        s.freed);
+}
+}  // namespace
+
+std::string StatsToJson(const DeviceStats& s) {
+  std::string out = "{";
+#define FF_JSON_ARRAY(name)                                               \
+  for (int p = 0; p < 3; ++p)                                             \
+    AppendStat(&out, absl::StrCat(#name, ".", kStatPoolNames[p]), s.name.pool[p]);
+  FF_STAT_ARRAY_FIELDS(FF_JSON_ARRAY)
+#undef FF_JSON_ARRAY
+#define FF_JSON_STAT(name) AppendStat(&out, #name, s.name);
+  FF_STAT_FIELDS(FF_JSON_STAT)
+#undef FF_JSON_STAT
+#define FF_JSON_COUNTER(name) absl::StrAppendFormat(&out, "\"%s\":%d,", #name, s.name);
+  FF_COUNTER_FIELDS(FF_JSON_COUNTER)
+  FF_GAUGE_FIELDS(FF_JSON_COUNTER)
+#undef FF_JSON_COUNTER
+  Fragmentation f = ComputeFragmentation(s);
+  absl::StrAppendFormat(&out,
+                        "\"fragmentation.u_alloc\":%.6f,\"fragmentation.u_"
+                        "active\":%.6f,\"fragmentation.waste_bytes\":%d,"
+                        "\"fragmentation.external\":%.6f,\"fragmentation.gap_"
+                        "now\":%.6f}",
+                        f.u_alloc, f.u_active, f.waste_bytes, f.external,
+                        f.gap_now);
+  return out;
+}
+
+}  // namespace fragfree

@@ -1,0 +1,47 @@
+// Options: every setting of fragfree, parsed once from FRAGFREE_CONF (same syntax
+// as PYTORCH_CUDA_ALLOC_CONF: `key:value,key:[k:v,...]`). Unknown keys and bad
+// values are errors that name the key. Every key is documented in docs/config.md
+// and the README; `KnownKeys()` lists them.
+// Thread-safety: a value type.
+#ifndef FRAGFREE_ALLOCATOR_OPTIONS_H_
+#define FRAGFREE_ALLOCATOR_OPTIONS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "allocator/policy/size_classes.h"
+
+namespace fragfree {
+
+enum class BackendKind { kCuda, kHost, kSimulated };
+
+struct Options {
+  BackendKind backend = BackendKind::kCuda;
+  size_t host_capacity_bytes = size_t{1} << 30;  // host/simulated backends
+  size_t host_granularity_bytes = size_t{2} << 20;
+  double memory_fraction = 1.0;  // of the device's total memory
+  size_t memory_limit_bytes = 0;  // 0: no limit beyond the device (and fraction)
+  RoundingConfig rounding;
+  // When a request needs new pages: first take whole free pages whose last use
+  // is known complete from cached holes (true), or create new pages while the
+  // limit allows and reclaim only under pressure (false).
+  bool reclaim_before_grow = true;
+  // VA reserved per arena, as a multiple of the memory limit.
+  size_t va_factor = 2;
+  // Observability (issue-level features read these; see docs/config.md).
+  bool stats_at_exit = false;
+  std::string snapshot_path;    // write a snapshot here at exit
+  std::string oom_report_path;  // write OOM reports (JSON + HTML) here
+  size_t trace_entries = 0;     // trace ring buffer capacity; 0 = off
+
+  // Parses a FRAGFREE_CONF string on top of `base`.
+  static absl::StatusOr<Options> Parse(std::string_view conf);
+  static absl::StatusOr<Options> Parse(std::string_view conf, Options base);
+  static const std::vector<std::string>& KnownKeys();
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_OPTIONS_H_

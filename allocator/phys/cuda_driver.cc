@@ -1,0 +1,68 @@
+#include "allocator/phys/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include "absl/strings/str_format.h"
+
+namespace fragfree {
+namespace {
+
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+
+absl::StatusOr<CudaDriver> Load() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    return absl::UnavailableError(absl::StrFormat(
+        "fragfree: cannot open the CUDA driver (libcuda.so.1): %s. Use "
+        "FRAGFREE_CONF=backend:host on machines without a GPU.",
+        dlerror()));
+  }
+  auto get_proc = reinterpret_cast<GetProcAddressFn>(
+      dlsym(lib, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) {
+    return absl::UnavailableError(
+        "fragfree: the CUDA driver is too old (no cuGetProcAddress_v2; CUDA "
+        "12 or newer is required)");
+  }
+  CudaDriver driver;
+  CUdriverProcAddressQueryResult found;
+#define FF_RESOLVE(name)                                                     \
+  if (get_proc(#name, reinterpret_cast<void**>(&driver.name), CUDA_VERSION, \
+               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||      \
+      driver.name == nullptr) {                                             \
+    return absl::UnavailableError("fragfree: the CUDA driver lacks " #name); \
+  }
+  FF_CUDA_DRIVER_FUNCTIONS(FF_RESOLVE)
+#undef FF_RESOLVE
+  CUresult init = driver.cuInit(0);
+  if (init != CUDA_SUCCESS) {
+    return driver.ToStatus(init, "cuInit(0)", __FILE__, __LINE__);
+  }
+  return driver;
+}
+
+}  // namespace
+
+absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
+  static const absl::StatusOr<CudaDriver>* const loaded =
+      new absl::StatusOr<CudaDriver>(Load());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::Status CudaDriver::ToStatus(CUresult result, const char* call,
+                                  const char* file, int line) const {
+  const char* name = "unknown CUresult";
+  const char* text = "";
+  if (cuGetErrorName != nullptr) cuGetErrorName(result, &name);
+  if (cuGetErrorString != nullptr) cuGetErrorString(result, &text);
+  std::string message = absl::StrFormat("%s failed at %s:%d: %s (%s)", call,
+                                        file, line, name, text);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
+}
+
+}  // namespace fragfree

@@ -1,0 +1,193 @@
+#include "allocator/phys/cuda_vmm_backend.h"
+
+#include "absl/strings/str_format.h"
+
+namespace fragfree {
+namespace {
+CUmemAllocationProp DeviceProp(int device, bool rdma) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+  return prop;
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(
+    int device) {
+  absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
+  if (!loaded.ok()) return loaded.status();
+  const CudaDriver& cu = **loaded;
+  int count = 0;
+  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGetCount(&count));
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree: device %d does not exist (this process sees %d CUDA "
+        "device(s))",
+        device, count));
+  }
+  CUdevice dev;
+  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, device));
+  int vmm = 0;
+  FF_CU_RETURN_IF_ERROR(
+      cu, cuDeviceGetAttribute(
+              &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+              dev));
+  if (!vmm) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree: device %d does not support CUDA virtual memory management",
+        device));
+  }
+  int rdma = 0;
+  FF_CU_RETURN_IF_ERROR(
+      cu,
+      cuDeviceGetAttribute(
+          &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+          dev));
+  CUcontext context;
+  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
+  CUmemAllocationProp prop = DeviceProp(device, rdma != 0);
+  size_t granularity = 0;
+  FF_CU_RETURN_IF_ERROR(
+      cu, cuMemGetAllocationGranularity(&granularity, &prop,
+                                        CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  size_t total = 0;
+  FF_CU_RETURN_IF_ERROR(cu, cuDeviceTotalMem(&total, dev));
+  std::vector<int> accessors = {device};
+  for (int peer = 0; peer < count; ++peer) {
+    if (peer == device) continue;
+    CUdevice peer_dev;
+    FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&peer_dev, peer));
+    int can = 0;
+    FF_CU_RETURN_IF_ERROR(cu, cuDeviceCanAccessPeer(&can, peer_dev, dev));
+    if (can) accessors.push_back(peer);
+  }
+  return std::unique_ptr<CudaVmmBackend>(
+      new CudaVmmBackend(&cu, device, context, granularity, total,
+                         std::move(accessors), rdma != 0));
+}
+
+CudaVmmBackend::CudaVmmBackend(const CudaDriver* driver, int device,
+                               CUcontext context, size_t granularity,
+                               size_t total_bytes, std::vector<int> accessors,
+                               bool rdma)
+    : driver_(driver),
+      device_(device),
+      context_(context),
+      granularity_(granularity),
+      total_bytes_(total_bytes),
+      accessors_(std::move(accessors)),
+      rdma_(rdma) {}
+
+// Makes the device's primary context current for the guard's lifetime and
+// restores the caller's context after, so the program's notion of the current
+// device never changes under it.
+class CudaVmmBackend::ScopedContext {
+ public:
+  explicit ScopedContext(const CudaVmmBackend& backend)
+      : driver_(*backend.driver_) {
+    CUresult r = driver_.cuCtxGetCurrent(&previous_);
+    if (r != CUDA_SUCCESS) {
+      status_ = driver_.ToStatus(r, "cuCtxGetCurrent", __FILE__, __LINE__);
+      return;
+    }
+    if (previous_ == backend.context_) return;
+    r = driver_.cuCtxSetCurrent(backend.context_);
+    if (r != CUDA_SUCCESS) {
+      status_ = driver_.ToStatus(r, "cuCtxSetCurrent", __FILE__, __LINE__);
+      return;
+    }
+    switched_ = true;
+  }
+  ~ScopedContext() {
+    if (switched_) driver_.cuCtxSetCurrent(previous_);
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  const CudaDriver& driver_;
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+  absl::Status status_;
+};
+
+DeviceMemoryInfo CudaVmmBackend::MemoryInfo() const {
+  DeviceMemoryInfo info{total_bytes_, 0};
+  ScopedContext context(*this);
+  if (!context.status().ok()) return info;
+  size_t free = 0, total = 0;
+  if (driver_->cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
+    info.free_bytes = free;
+  }
+  return info;
+}
+
+absl::StatusOr<uintptr_t> CudaVmmBackend::ReserveVa(size_t size) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  CUdeviceptr ptr = 0;
+  FF_CU_RETURN_IF_ERROR(*driver_,
+                        cuMemAddressReserve(&ptr, size, granularity_, 0, 0));
+  return uintptr_t(ptr);
+}
+
+absl::Status CudaVmmBackend::ReleaseVa(uintptr_t va, size_t size) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  FF_CU_RETURN_IF_ERROR(*driver_, cuMemAddressFree(CUdeviceptr(va), size));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PhysHandle> CudaVmmBackend::Create(size_t size) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  CUmemAllocationProp prop = DeviceProp(device_, rdma_);
+  CUmemGenericAllocationHandle handle;
+  FF_CU_RETURN_IF_ERROR(*driver_, cuMemCreate(&handle, size, &prop, 0));
+  return PhysHandle{uint64_t(handle)};
+}
+
+absl::Status CudaVmmBackend::Release(PhysHandle handle) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  FF_CU_RETURN_IF_ERROR(
+      *driver_, cuMemRelease(CUmemGenericAllocationHandle(handle.value)));
+  return absl::OkStatus();
+}
+
+absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size,
+                                 PhysHandle handle) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  FF_CU_RETURN_IF_ERROR(
+      *driver_, cuMemMap(CUdeviceptr(va), size, 0,
+                         CUmemGenericAllocationHandle(handle.value), 0));
+  return absl::OkStatus();
+}
+
+absl::Status CudaVmmBackend::Unmap(uintptr_t va, size_t size) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  FF_CU_RETURN_IF_ERROR(*driver_, cuMemUnmap(CUdeviceptr(va), size));
+  return absl::OkStatus();
+}
+
+absl::Status CudaVmmBackend::SetAccess(uintptr_t va, size_t size) {
+  ScopedContext context(*this);
+  if (!context.status().ok()) return context.status();
+  CUmemAccessDesc desc[16];
+  size_t n = 0;
+  for (int dev : accessors_) {
+    if (n == 16) break;
+    desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc[n].location.id = dev;
+    desc[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ++n;
+  }
+  FF_CU_RETURN_IF_ERROR(*driver_,
+                        cuMemSetAccess(CUdeviceptr(va), size, desc, n));
+  return absl::OkStatus();
+}
+
+}  // namespace fragfree

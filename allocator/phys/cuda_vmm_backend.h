@@ -1,0 +1,56 @@
+// CudaVmmBackend: physical memory of one GPU through the driver's virtual memory
+// management API: cuMemAddressReserve / cuMemCreate (pinned device memory) /
+// cuMemMap / cuMemSetAccess (for the device and every peer that can access it) /
+// cuMemUnmap / cuMemRelease. Each call runs with the device's primary context
+// current (the one the CUDA runtime and PyTorch use).
+// Thread-safety: not thread-safe (see backend.h).
+#ifndef FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_
+#define FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_
+
+#include <memory>
+#include <vector>
+
+#include "allocator/phys/backend.h"
+#include "allocator/phys/cuda_driver.h"
+
+namespace fragfree {
+
+class CudaVmmBackend final : public PhysicalBackend {
+ public:
+  // An error when there is no driver, no such device, or no VMM support.
+  static absl::StatusOr<std::unique_ptr<CudaVmmBackend>> Create(int device);
+
+  std::string Name() const override { return "cuda"; }
+  size_t Granularity() const override { return granularity_; }
+  DeviceMemoryInfo MemoryInfo() const override;
+
+  absl::StatusOr<uintptr_t> ReserveVa(size_t size) override;
+  absl::Status ReleaseVa(uintptr_t va, size_t size) override;
+  absl::StatusOr<PhysHandle> Create(size_t size) override;
+  absl::Status Release(PhysHandle handle) override;
+  absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override;
+  absl::Status Unmap(uintptr_t va, size_t size) override;
+  absl::Status SetAccess(uintptr_t va, size_t size) override;
+
+  int device() const { return device_; }
+  // Devices that may read and write this device's memory (itself first).
+  const std::vector<int>& accessors() const { return accessors_; }
+
+ private:
+  CudaVmmBackend(const CudaDriver* driver, int device, CUcontext context,
+                 size_t granularity, size_t total_bytes,
+                 std::vector<int> accessors, bool rdma);
+  class ScopedContext;
+
+  const CudaDriver* driver_;
+  const int device_;
+  const CUcontext context_;
+  const size_t granularity_;
+  const size_t total_bytes_;
+  const std::vector<int> accessors_;
+  const bool rdma_;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_

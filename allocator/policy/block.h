@@ -1,0 +1,83 @@
+// Block: one contiguous range of an arena's VA, either handed out (allocated),
+// waiting for other streams to finish with it (pending), or free. Blocks of an
+// arena tile its whole VA in address order (prev/next); free blocks are also
+// linked into one FreeIndex bin (bin_prev/bin_next). Adjacent free blocks are
+// always coalesced, so two free blocks are never neighbours.
+// Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
+#define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "allocator/base/stream_handle.h"
+
+namespace fragfree {
+
+class Arena;
+
+enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree };
+
+struct Block {
+  uintptr_t addr = 0;
+  size_t size = 0;
+  size_t requested = 0;  // the caller's size while allocated, else 0
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  Block* bin_prev = nullptr;
+  Block* bin_next = nullptr;
+  Arena* arena = nullptr;
+  // The owning stream's fence epoch when the block became free: its pages may be
+  // unmapped once that epoch's fence has completed (stream/stream_fences.h).
+  uint64_t free_epoch = 0;
+  // Extra streams that used the block (record_stream) while allocated; empty
+  // for nearly every block, so kept out of line.
+  std::unique_ptr<std::vector<StreamHandle>> uses;
+  uint64_t alloc_seq = 0;  // allocation order, for reports
+  uint32_t bin = 0;
+  BlockState state = BlockState::kFree;
+
+  bool is_free() const { return state == BlockState::kFree; }
+  uintptr_t end() const { return addr + size; }
+};
+
+// BlockPool: recycles Block objects so the hot path never calls the heap.
+class BlockPool {
+ public:
+  BlockPool() = default;
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  Block* New() {
+    if (free_ == nullptr) Grow();
+    Block* b = free_;
+    free_ = b->next;
+    b->next = nullptr;
+    return b;
+  }
+  void Delete(Block* b) {
+    b->uses.reset();
+    *b = Block();
+    b->next = free_;
+    free_ = b;
+  }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  void Grow() {
+    chunks_.push_back(std::make_unique<Block[]>(kChunk));
+    Block* chunk = chunks_.back().get();
+    for (size_t i = 0; i < kChunk; ++i) {
+      chunk[i].next = free_;
+      free_ = &chunk[i];
+    }
+  }
+  std::vector<std::unique_ptr<Block[]>> chunks_;
+  Block* free_ = nullptr;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_

@@ -1,0 +1,36 @@
+#include "allocator/policy/size_classes.h"
+
+#include <algorithm>
+
+#include "allocator/base/units.h"
+
+namespace fragfree {
+
+size_t SizeRounding::DivisionIndex(size_t size) {
+  if (size < 2 * kMiB) return 0;
+  size_t index = size_t(Log2Floor(size) - Log2Floor(kMiB));
+  return std::min<size_t>(index, 15);
+}
+
+size_t SizeRounding::RoundUpPower2Division(size_t size, size_t divisions) {
+  if (IsPowerOfTwo(size)) return size;
+  size_t floor = size_t{1} << Log2Floor(size);
+  size_t step = floor >> Log2Floor(divisions);
+  if (step == 0) return floor * 2;
+  return AlignUp(size, step);
+}
+
+size_t SizeRounding::Round(size_t size) const {
+  if (!config_.buckets.empty() && size <= config_.buckets.back()) {
+    return *std::lower_bound(config_.buckets.begin(), config_.buckets.end(),
+                             size);
+  }
+  if (size < kMinBlockSize) return kMinBlockSize;
+  size_t divisions = config_.divisions[DivisionIndex(size)];
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    return RoundUpPower2Division(size, divisions);
+  }
+  return AlignUp(size, kMinBlockSize);
+}
+
+}  // namespace fragfree

@@ -1,0 +1,202 @@
+#include "allocator/va/arena.h"
+
+#include <algorithm>
+
+#include "allocator/base/check.h"
+#include "allocator/base/units.h"
+#include "allocator/policy/size_classes.h"
+
+namespace fragfree {
+
+absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(
+    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+    size_t va_size, ArenaKind kind, uint32_t stream_slot,
+    StreamHandle stream) {
+  va_size = AlignUp(va_size, backend->Granularity());
+  absl::StatusOr<uintptr_t> base = backend->ReserveVa(va_size);
+  if (!base.ok()) return base.status();
+  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, *base,
+                                          va_size, kind, stream_slot, stream));
+}
+
+Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+             uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
+             StreamHandle stream)
+    : backend_(backend),
+      pool_(pool),
+      blocks_(blocks),
+      base_(base),
+      size_(size),
+      page_size_(backend->Granularity()),
+      kind_(kind),
+      stream_slot_(stream_slot),
+      stream_(stream),
+      page_of_(size / backend->Granularity(), kNoPage) {
+  first_ = blocks_->New();
+  first_->addr = base_;
+  first_->size = size_;
+  first_->arena = this;
+  free_index_.Insert(first_);
+}
+
+Arena::~Arena() {
+  FF_CHECK(mapped_pages_ == 0, "an arena was destroyed with pages mapped");
+  for (Block* b = first_; b != nullptr;) {
+    Block* next = b->next;
+    blocks_->Delete(b);
+    b = next;
+  }
+  backend_->ReleaseVa(base_, size_).IgnoreError();
+}
+
+Block* Arena::Allocate(size_t size, size_t requested) {
+  Block* block = free_index_.FindFit(size);
+  if (block == nullptr) return nullptr;
+  free_index_.Remove(block);
+  if (block->size - size >= kMinBlockSize) {
+    Block* rest = blocks_->New();
+    rest->addr = block->addr + size;
+    rest->size = block->size - size;
+    rest->arena = this;
+    rest->free_epoch = block->free_epoch;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    free_index_.Insert(rest);
+  }
+  block->state = BlockState::kAllocated;
+  block->requested = requested;
+  return block;
+}
+
+size_t Arena::UnmappedPages(const Block* block) const {
+  size_t missing = 0;
+  for (size_t p = FirstPage(block->addr), e = EndPage(block->end()); p < e;
+       ++p) {
+    missing += page_of_[p] == kNoPage;
+  }
+  return missing;
+}
+
+absl::Status Arena::MapPages(const Block* block,
+                             const std::vector<PageId>& pages) {
+  const size_t first = FirstPage(block->addr), end = EndPage(block->end());
+  size_t next = 0;
+  std::vector<size_t> mapped_now;
+  absl::Status status;
+  for (size_t p = first; p < end && status.ok(); ++p) {
+    if (page_of_[p] != kNoPage) continue;
+    FF_CHECK(next < pages.size(), "MapPages got too few pages");
+    status = backend_->Map(base_ + p * page_size_, page_size_,
+                           pool_->handle(pages[next]));
+    if (!status.ok()) break;
+    page_of_[p] = pages[next++];
+    mapped_now.push_back(p);
+  }
+  // One SetAccess per contiguous run of newly mapped pages.
+  for (size_t i = 0; i < mapped_now.size() && status.ok();) {
+    size_t j = i + 1;
+    while (j < mapped_now.size() && mapped_now[j] == mapped_now[j - 1] + 1) ++j;
+    status = backend_->SetAccess(base_ + mapped_now[i] * page_size_,
+                                 (j - i) * page_size_);
+    i = j;
+  }
+  if (!status.ok()) {
+    // All or nothing: undo this call's maps so no page is left half set up.
+    for (size_t p : mapped_now) {
+      backend_->Unmap(base_ + p * page_size_, page_size_).IgnoreError();
+      page_of_[p] = kNoPage;
+    }
+    return status;
+  }
+  mapped_pages_ += mapped_now.size();
+  if (!mapped_now.empty()) {
+    mapped_end_ = std::max(mapped_end_, mapped_now.back() + 1);
+  }
+  return absl::OkStatus();
+}
+
+Block* Arena::Release(Block* block, uint64_t free_epoch) {
+  FF_CHECK(!block->is_free(), "Arena::Release of a free block");
+  block->state = BlockState::kFree;
+  block->requested = 0;
+  block->uses.reset();
+  block->free_epoch = free_epoch;
+  if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
+    free_index_.Remove(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    prev->free_epoch = std::max(prev->free_epoch, free_epoch);
+    blocks_->Delete(block);
+    block = prev;
+  }
+  if (Block* next = block->next; next != nullptr && next->is_free()) {
+    free_index_.Remove(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    block->free_epoch = std::max(block->free_epoch, next->free_epoch);
+    blocks_->Delete(next);
+  }
+  free_index_.Insert(block);
+  return block;
+}
+
+size_t Arena::MappedBytes(const Block* block) const {
+  size_t bytes = 0;
+  size_t end = std::min(EndPage(block->end()), mapped_end_);
+  for (size_t p = FirstPage(block->addr); p < end; ++p) {
+    if (page_of_[p] == kNoPage) continue;
+    uintptr_t lo = std::max(block->addr, base_ + p * page_size_);
+    uintptr_t hi = std::min(block->end(), base_ + (p + 1) * page_size_);
+    bytes += hi - lo;
+  }
+  return bytes;
+}
+
+size_t Arena::ReclaimablePages(const Block* block) const {
+  size_t first = EndPage(block->addr);  // first page starting inside
+  size_t end = std::min(FirstPage(block->end()), mapped_end_);
+  size_t n = 0;
+  for (size_t p = first; p < end; ++p) n += page_of_[p] != kNoPage;
+  return n;
+}
+
+absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
+  if (absl::Status s = backend_->Unmap(base_ + index * page_size_, page_size_);
+      !s.ok()) {
+    return s;
+  }
+  out->push_back(page_of_[index]);
+  page_of_[index] = kNoPage;
+  --mapped_pages_;
+  return absl::OkStatus();
+}
+
+absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
+                                   std::vector<PageId>* out) {
+  FF_CHECK(block->is_free(), "UnmapFreePages on a block in use");
+  size_t first = EndPage(block->addr);
+  size_t end = std::min(FirstPage(block->end()), mapped_end_);
+  size_t done = 0;
+  for (size_t p = first; p < end && done < max_pages; ++p) {
+    if (page_of_[p] == kNoPage) continue;
+    if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
+    ++done;
+  }
+  while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
+  return absl::OkStatus();
+}
+
+const Block* Arena::BlockContaining(uintptr_t addr) const {
+  if (!Contains(addr)) return nullptr;
+  for (const Block* b = first_; b != nullptr; b = b->next) {
+    if (addr >= b->addr && addr < b->end()) return b;
+  }
+  return nullptr;
+}
+
+}  // namespace fragfree

@@ -1,0 +1,112 @@
+// Arena: one reserved VA range that serves one stream's allocations of one kind
+// (small: <= 1 MiB requests, large: the rest). Blocks tile the whole range in
+// address order; free blocks sit in a FreeIndex and are coalesced with free
+// neighbours. Underneath, the range is a row of pages (the backend's granularity),
+// each unmapped or backed by a PagePool page. The arena maps pages only where an
+// allocated block needs them and unmaps only whole pages lying inside free blocks,
+// on request (reclaim). See Note [Pages under blocks] in docs/design.md.
+// Invariants: blocks tile [base, base+size) with no gap or overlap; no two free
+// blocks are adjacent; every page under an allocated or pending block is mapped.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
+#define FRAGFREE_ALLOCATOR_VA_ARENA_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "allocator/phys/backend.h"
+#include "allocator/policy/block.h"
+#include "allocator/policy/free_index.h"
+#include "allocator/va/page_pool.h"
+
+namespace fragfree {
+
+enum class ArenaKind : uint8_t { kSmall = 1, kLarge = 2 };
+
+class Arena {
+ public:
+  // Reserves `va_size` bytes (a multiple of the granularity) of address space.
+  static absl::StatusOr<std::unique_ptr<Arena>> Create(
+      PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+      size_t va_size, ArenaKind kind, uint32_t stream_slot,
+      StreamHandle stream);
+  // REQUIRES: no page is mapped (the owner unmapped them first).
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Carves a block of `size` bytes (a multiple of 512) out of the best-fitting
+  // free block; nullptr when no free range is large enough. The block may lie
+  // over unmapped pages: see UnmappedPages / MapPages.
+  Block* Allocate(size_t size, size_t requested);
+  // Number of pages under `block` that are not mapped.
+  size_t UnmappedPages(const Block* block) const;
+  // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool) under
+  // the block and makes them accessible. All or nothing: on error, the pages this
+  // call mapped are unmapped again and every page stays the caller's.
+  absl::Status MapPages(const Block* block, const std::vector<PageId>& pages);
+  // Makes an allocated or pending block free (coalescing with free neighbours)
+  // and returns the resulting free block. `free_epoch` is the stream's fence
+  // epoch now (stream/stream_fences.h).
+  Block* Release(Block* block, uint64_t free_epoch);
+  // Whole mapped pages lying inside free block `block`.
+  size_t ReclaimablePages(const Block* block) const;
+  // Unmaps up to `max_pages` whole pages inside free block `block`, appending
+  // their ids to `out` (they are then the caller's, normally back to the pool).
+  absl::Status UnmapFreePages(const Block* block, size_t max_pages,
+                              std::vector<PageId>* out);
+  // Bytes of `block` that lie on mapped pages.
+  size_t MappedBytes(const Block* block) const;
+  bool IsFullyMapped(const Block* block) const {
+    return UnmappedPages(block) == 0;
+  }
+  // The block starting exactly at addr, or the one containing it.
+  const Block* BlockContaining(uintptr_t addr) const;
+
+  bool Contains(uintptr_t addr) const {
+    return addr >= base_ && addr < base_ + size_;
+  }
+  const FreeIndex& free_index() const { return free_index_; }
+  const Block* first_block() const { return first_; }
+  uintptr_t base() const { return base_; }
+  size_t size() const { return size_; }
+  ArenaKind kind() const { return kind_; }
+  uint32_t stream_slot() const { return stream_slot_; }
+  StreamHandle stream() const { return stream_; }
+  size_t mapped_pages() const { return mapped_pages_; }
+  size_t page_size() const { return page_size_; }
+  size_t mapped_end() const { return mapped_end_; }
+  bool IsPageMapped(size_t index) const { return page_of_[index] != kNoPage; }
+
+ private:
+  Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+        uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
+        StreamHandle stream);
+  // Page index range [first, last) under [addr, end).
+  size_t FirstPage(uintptr_t addr) const { return (addr - base_) / page_size_; }
+  size_t EndPage(uintptr_t end) const {
+    return (end - base_ + page_size_ - 1) / page_size_;
+  }
+  absl::Status UnmapPage(size_t index, std::vector<PageId>* out);
+
+  PhysicalBackend* const backend_;
+  PagePool* const pool_;
+  BlockPool* const blocks_;
+  const uintptr_t base_;
+  const size_t size_;
+  const size_t page_size_;
+  const ArenaKind kind_;
+  const uint32_t stream_slot_;
+  const StreamHandle stream_;
+  Block* first_ = nullptr;
+  FreeIndex free_index_;
+  std::vector<PageId> page_of_;  // by page index
+  size_t mapped_pages_ = 0;
+  size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_VA_ARENA_H_

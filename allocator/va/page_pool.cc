@@ -1,0 +1,60 @@
+#include "allocator/va/page_pool.h"
+
+#include "absl/strings/str_format.h"
+#include "allocator/base/units.h"
+
+namespace fragfree {
+
+PagePool::PagePool(PhysicalBackend* backend, size_t limit_bytes)
+    : backend_(backend),
+      page_size_(backend->Granularity()),
+      limit_bytes_(limit_bytes) {}
+
+PagePool::~PagePool() { ReleaseIdle(0).IgnoreError(); }
+
+bool PagePool::TakeIdle(PageId* page) {
+  if (idle_.empty()) return false;
+  *page = idle_.back();
+  idle_.pop_back();
+  return true;
+}
+
+absl::Status PagePool::CreatePage(PageId* page) {
+  if ((created_ + 1) * page_size_ > limit_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "memory limit reached: %s of pages exist, the limit is %s",
+        FormatBytes(created_ * page_size_), FormatBytes(limit_bytes_)));
+  }
+  absl::StatusOr<PhysHandle> handle = backend_->Create(page_size_);
+  if (!handle.ok()) return handle.status();
+  PageId id;
+  if (!unused_ids_.empty()) {
+    id = unused_ids_.back();
+    unused_ids_.pop_back();
+    handles_[id] = *handle;
+  } else {
+    id = PageId(handles_.size());
+    handles_.push_back(*handle);
+  }
+  ++created_;
+  ++total_created_;
+  *page = id;
+  return absl::OkStatus();
+}
+
+void PagePool::ReturnIdle(PageId page) { idle_.push_back(page); }
+
+absl::Status PagePool::ReleaseIdle(size_t keep) {
+  while (idle_.size() > keep) {
+    PageId id = idle_.back();
+    if (absl::Status s = backend_->Release(handles_[id]); !s.ok()) return s;
+    idle_.pop_back();
+    handles_[id] = PhysHandle{};
+    unused_ids_.push_back(id);
+    --created_;
+    ++total_released_;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fragfree

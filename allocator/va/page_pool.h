@@ -1,0 +1,61 @@
+// PagePool: the physical pages (one backend handle each, Granularity() bytes) of
+// one device, shared by every stream and arena of that device. A page is either
+// mapped somewhere (owned by an arena) or idle here, ready to be mapped without a
+// cuMemCreate. The pool enforces the device's memory limit: it never holds more
+// than limit_bytes of handles.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
+#define FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "allocator/phys/backend.h"
+
+namespace fragfree {
+
+using PageId = int32_t;  // index into the pool's handle table
+inline constexpr PageId kNoPage = -1;
+
+class PagePool {
+ public:
+  PagePool(PhysicalBackend* backend, size_t limit_bytes);
+  ~PagePool();
+
+  size_t page_size() const { return page_size_; }
+  size_t limit_bytes() const { return limit_bytes_; }
+  void set_limit_bytes(size_t limit) { limit_bytes_ = limit; }
+
+  // Takes an idle page, if any.
+  bool TakeIdle(PageId* page);
+  // Creates a page if the limit allows. ResourceExhausted when the limit or the
+  // device is out of memory; other errors are backend failures.
+  absl::Status CreatePage(PageId* page);
+  // A page that is no longer mapped becomes idle.
+  void ReturnIdle(PageId page);
+  // Releases idle pages back to the device until at most `keep` remain idle.
+  absl::Status ReleaseIdle(size_t keep);
+
+  PhysHandle handle(PageId page) const { return handles_[page]; }
+  size_t idle_pages() const { return idle_.size(); }
+  size_t created_pages() const { return created_; }
+  size_t created_bytes() const { return created_ * page_size_; }
+  uint64_t total_created() const { return total_created_; }
+  uint64_t total_released() const { return total_released_; }
+
+ private:
+  PhysicalBackend* const backend_;
+  const size_t page_size_;
+  size_t limit_bytes_;
+  std::vector<PhysHandle> handles_;  // by PageId; value 0 once released
+  std::vector<PageId> idle_;
+  std::vector<PageId> unused_ids_;  // ids of released handles, for reuse
+  size_t created_ = 0;              // live handles (mapped + idle)
+  uint64_t total_created_ = 0;
+  uint64_t total_released_ = 0;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_

@@ -1,0 +1,10 @@
+# Every build option of fragfree, one line of documentation each.
+option(FRAGFREE_WITH_CUDA "Build the CUDA driver VMM backend (needs CUDA toolkit headers; the driver is dlopen'd)" ON)
+option(FRAGFREE_BUILD_TESTS "Build the GoogleTest suites (ctest -L host / -L gpu)" ON)
+option(FRAGFREE_BUILD_BENCHMARKS "Build the Google Benchmark micro-benchmarks" ON)
+option(FRAGFREE_BUILD_REPLAY "Build fragfree-replay (trace replay and fragmentation report)" ON)
+set(FRAGFREE_SANITIZE "" CACHE STRING "Sanitizers to build with: '', 'address,undefined' or 'thread'")
+if(FRAGFREE_SANITIZE)
+  add_compile_options(-fsanitize=${FRAGFREE_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${FRAGFREE_SANITIZE})
+endif()

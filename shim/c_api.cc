@@ -1,0 +1,210 @@
+// The extern "C" bodies of fragfree.h: argument checks, the Status -> ff_status_t
+// firewall (no exception or Status crosses the C ABI), and dispatch to the
+// process Runtime's device allocators.
+// Thread-safety: every function is thread-safe (the Runtime and allocators lock).
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "allocator/obs/stats.h"
+#include "fragfree/fragfree.h"
+#include "shim/runtime.h"
+
+using fragfree::DeviceAllocator;
+using fragfree::Runtime;
+
+namespace {
+
+// Runs fn(allocator) for `device`, or for every existing device when device < 0.
+template <typename Fn>
+ff_status_t ForDevices(int device, Fn&& fn) {
+  Runtime& rt = Runtime::Get();
+  if (device >= 0) {
+    absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
+    if (!d.ok()) return rt.Report(d.status());
+    return rt.Report(fn(**d));
+  }
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    if (DeviceAllocator* d = rt.Existing(i)) {
+      if (ff_status_t s = rt.Report(fn(*d)); s != FF_OK) return s;
+    }
+  }
+  return FF_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+ff_status_t ff_init(const char* conf) {
+  return Runtime::Get().Report(Runtime::Get().Init(conf));
+}
+
+ff_status_t ff_shutdown(void) {
+  return Runtime::Get().Report(Runtime::Get().Shutdown());
+}
+
+const char* ff_version(void) { return "0.1.0"; }
+
+int ff_device_count(void) {
+  absl::StatusOr<int> n = Runtime::Get().DeviceCount();
+  if (!n.ok()) {
+    Runtime::Get().Report(n.status());
+    return 0;
+  }
+  return *n;
+}
+
+void* ff_malloc(size_t size, int device, ff_stream_t stream) {
+  if (size == 0) return nullptr;
+  Runtime& rt = Runtime::Get();
+  absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
+  if (!d.ok()) {
+    rt.Report(d.status());
+    return nullptr;
+  }
+  absl::StatusOr<void*> p =
+      (*d)->Malloc(size, reinterpret_cast<fragfree::StreamHandle>(stream));
+  if (!p.ok()) {
+    rt.Report(p.status());
+    return nullptr;
+  }
+  return *p;
+}
+
+ff_status_t ff_free(void* ptr, int device) {
+  if (ptr == nullptr) return FF_OK;
+  Runtime& rt = Runtime::Get();
+  if (device < 0) {
+    for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+      DeviceAllocator* d = rt.Existing(i);
+      if (d != nullptr && d->AllocationSize(ptr) > 0) {
+        return rt.Report(d->Free(ptr));
+      }
+    }
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_free: pointer %p is not a live fragfree allocation on any device",
+        ptr)));
+  }
+  DeviceAllocator* d = rt.Existing(device);
+  if (d == nullptr) {
+    absl::StatusOr<DeviceAllocator*> made = rt.Device(device);
+    if (!made.ok()) return rt.Report(made.status());
+    d = *made;
+  }
+  return rt.Report(d->Free(ptr));
+}
+
+ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream) {
+  return ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
+    return d.RecordStream(ptr, reinterpret_cast<fragfree::StreamHandle>(stream));
+  });
+}
+
+ff_status_t ff_empty_cache(int device) {
+  return ForDevices(device, [](DeviceAllocator& d) { return d.EmptyCache(); });
+}
+
+ff_status_t ff_set_memory_fraction(double fraction, int device) {
+  return ForDevices(device, [&](DeviceAllocator& d) {
+    return d.SetMemoryFraction(fraction);
+  });
+}
+
+ff_status_t ff_set_memory_limit(size_t bytes, int device) {
+  return ForDevices(device,
+                    [&](DeviceAllocator& d) { return d.SetMemoryLimit(bytes); });
+}
+
+ff_status_t ff_get_stats(int device, ff_stats_t* out) {
+  if (out == nullptr || out->size < sizeof(ff_stats_t)) {
+    return Runtime::Get().Report(absl::InvalidArgumentError(
+        "ff_get_stats: out must point to an ff_stats_t with size set to "
+        "sizeof(ff_stats_t)"));
+  }
+  return ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
+    fragfree::DeviceStats s = d.GetStats();
+    uint32_t size = out->size;
+    memset(out, 0, sizeof(ff_stats_t));
+    out->size = size;
+    out->version = FF_STATS_VERSION;
+    auto copy = [](const fragfree::Stat& from, ff_stat_t& to) {
+      to = {from.current, from.peak, from.allocated, from.freed};
+    };
+#define FF_COPY_ARRAY(name) \
+  for (int p = 0; p < 3; ++p) copy(s.name.pool[p], out->name[p]);
+    FF_STAT_ARRAY_FIELDS(FF_COPY_ARRAY)
+#undef FF_COPY_ARRAY
+#define FF_COPY_STAT(name) copy(s.name, out->name);
+    FF_STAT_FIELDS(FF_COPY_STAT)
+#undef FF_COPY_STAT
+#define FF_COPY_COUNTER(name) out->name = s.name;
+    FF_COUNTER_FIELDS(FF_COPY_COUNTER)
+    FF_GAUGE_FIELDS(FF_COPY_COUNTER)
+#undef FF_COPY_COUNTER
+    fragfree::Fragmentation f = fragfree::ComputeFragmentation(s);
+    out->u_alloc = f.u_alloc;
+    out->u_active = f.u_active;
+    out->external_fragmentation = f.external;
+    return absl::OkStatus();
+  });
+}
+
+size_t ff_stats_json(int device, char* buf, size_t len) {
+  std::string json;
+  ff_status_t s = ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
+    json = fragfree::StatsToJson(d.GetStats());
+    return absl::OkStatus();
+  });
+  if (s != FF_OK) return 0;
+  if (buf != nullptr && len > 0) {
+    size_t n = std::min(len - 1, json.size());
+    memcpy(buf, json.data(), n);
+    buf[n] = '\0';
+  }
+  return json.size();
+}
+
+ff_status_t ff_reset_peak_stats(int device) {
+  return ForDevices(device, [](DeviceAllocator& d) {
+    d.ResetPeakStats();
+    return absl::OkStatus();
+  });
+}
+
+ff_status_t ff_reset_accumulated_stats(int device) {
+  return ForDevices(device, [](DeviceAllocator& d) {
+    d.ResetAccumulatedStats();
+    return absl::OkStatus();
+  });
+}
+
+size_t ff_allocation_size(const void* ptr, int device) {
+  DeviceAllocator* d = Runtime::Get().Existing(device);
+  return d == nullptr ? 0 : d->AllocationSize(ptr);
+}
+
+ff_status_t ff_check_invariants(int device) {
+  return ForDevices(device,
+                    [](DeviceAllocator& d) { return d.CheckInvariants(); });
+}
+
+void ff_set_error_handler(ff_error_handler_t handler, void* arg) {
+  Runtime::Get().SetErrorHandler(handler, arg);
+}
+
+const char* ff_last_error(void) { return Runtime::LastError(); }
+
+const char* ff_status_name(ff_status_t status) {
+  switch (status) {
+    case FF_OK: return "FF_OK";
+    case FF_ERR_INVALID_ARGUMENT: return "FF_ERR_INVALID_ARGUMENT";
+    case FF_ERR_OOM: return "FF_ERR_OOM";
+    case FF_ERR_NO_DEVICE: return "FF_ERR_NO_DEVICE";
+    case FF_ERR_STATE: return "FF_ERR_STATE";
+    case FF_ERR_BACKEND: return "FF_ERR_BACKEND";
+    case FF_ERR_INTERNAL: return "FF_ERR_INTERNAL";
+  }
+  return "FF_ERR_UNKNOWN";
+}
+
+}  // extern "C"

@@ -1,0 +1,108 @@
+/* fragfree: a CUDA caching allocator on the driver's virtual memory API.
+ * The public C API. Every function is thread-safe and never throws; errors come
+ * back as ff_status_t (or NULL), with a message from ff_last_error() and through
+ * the handler set with ff_set_error_handler (default: print to stderr).
+ * Configuration: FRAGFREE_CONF (PYTORCH_CUDA_ALLOC_CONF syntax), or ff_init(conf).
+ * Streams are cudaStream_t values passed as void*; on the host backend
+ * (FRAGFREE_CONF=backend:host) they are opaque tags. */
+#ifndef FRAGFREE_FRAGFREE_H_
+#define FRAGFREE_FRAGFREE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fragfree/stat_fields.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FF_API __attribute__((visibility("default")))
+
+typedef void* ff_stream_t;
+
+typedef enum ff_status_t {
+  FF_OK = 0,
+  FF_ERR_INVALID_ARGUMENT = 1, /* bad pointer, bad size, double free, bad key */
+  FF_ERR_OOM = 2,              /* out of memory after every reclaim */
+  FF_ERR_NO_DEVICE = 3,        /* no such device, or no CUDA driver */
+  FF_ERR_STATE = 4,            /* wrong time: after shutdown, during capture */
+  FF_ERR_BACKEND = 5,          /* the CUDA driver (or host emulation) failed */
+  FF_ERR_INTERNAL = 6
+} ff_status_t;
+
+typedef void (*ff_error_handler_t)(ff_status_t status, const char* message,
+                                   void* arg);
+
+typedef struct ff_stat_t {
+  int64_t current, peak, allocated, freed;
+} ff_stat_t;
+
+/* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md). */
+typedef struct ff_stats_t {
+  uint32_t size;    /* sizeof(ff_stats_t), set by the caller */
+  uint32_t version; /* FF_STATS_VERSION, set by fragfree */
+#define FF_C_ARRAY(name) ff_stat_t name[3]; /* all, small_pool, large_pool */
+  FF_STAT_ARRAY_FIELDS(FF_C_ARRAY)
+#undef FF_C_ARRAY
+#define FF_C_STAT(name) ff_stat_t name;
+  FF_STAT_FIELDS(FF_C_STAT)
+#undef FF_C_STAT
+#define FF_C_COUNTER(name) int64_t name;
+  FF_COUNTER_FIELDS(FF_C_COUNTER)
+  FF_GAUGE_FIELDS(FF_C_COUNTER)
+#undef FF_C_COUNTER
+  double u_alloc;  /* peak allocated / peak reserved */
+  double u_active; /* peak active / peak reserved */
+  double external_fragmentation; /* 1 - largest free / total free */
+} ff_stats_t;
+#define FF_STATS_VERSION 1
+
+/* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
+ * first call of any function initialises from FRAGFREE_CONF. An error once
+ * devices are in use, or for a bad key. */
+FF_API ff_status_t ff_init(const char* conf);
+/* Frees every device's memory; later calls fail with FF_ERR_STATE. */
+FF_API ff_status_t ff_shutdown(void);
+FF_API const char* ff_version(void);
+FF_API int ff_device_count(void);
+
+/* NULL for size 0 (not an error) and on failure (with the handler called). */
+FF_API void* ff_malloc(size_t size, int device, ff_stream_t stream);
+/* device < 0: find the device that owns ptr. NULL is a no-op. */
+FF_API ff_status_t ff_free(void* ptr, int device);
+FF_API ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream);
+/* device < 0: every device. */
+FF_API ff_status_t ff_empty_cache(int device);
+FF_API ff_status_t ff_set_memory_fraction(double fraction, int device);
+/* bytes == 0 removes the byte limit. */
+FF_API ff_status_t ff_set_memory_limit(size_t bytes, int device);
+FF_API ff_status_t ff_get_stats(int device, ff_stats_t* out);
+/* Writes the stats as one JSON object (memory_stats() keys) into buf; returns the
+ * length the full text needs (excluding the NUL), or 0 on error. */
+FF_API size_t ff_stats_json(int device, char* buf, size_t len);
+FF_API ff_status_t ff_reset_peak_stats(int device);
+FF_API ff_status_t ff_reset_accumulated_stats(int device);
+/* Requested size of a live allocation, 0 if ptr is not one. */
+FF_API size_t ff_allocation_size(const void* ptr, int device);
+/* Checks the allocator's invariants (tests, debugging): FF_OK or why not. */
+FF_API ff_status_t ff_check_invariants(int device);
+
+FF_API void ff_set_error_handler(ff_error_handler_t handler, void* arg);
+/* The calling thread's last error message ("" if none). */
+FF_API const char* ff_last_error(void);
+FF_API const char* ff_status_name(ff_status_t status);
+
+/* PyTorch's CUDAPluggableAllocator entry points (exact ABI; stream is a
+ * cudaStream_t). free receives the allocation's size, device and stream. */
+FF_API void* fragfree_malloc(size_t size, int device, void* stream);
+FF_API void fragfree_free(void* ptr, size_t size, int device, void* stream);
+FF_API void fragfree_empty_cache(void);
+FF_API void fragfree_set_memory_fraction(double fraction, int device);
+FF_API void fragfree_record_stream(void* ptr, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FRAGFREE_FRAGFREE_H_ */

@@ -1,0 +1,27 @@
+// PyTorch's CUDAPluggableAllocator entry points, with the exact ABI PyTorch calls
+// (reference/pytorch_allocator.md §1.1): alloc(size, device, stream) and
+// free(ptr, size, device, stream) where stream is the allocation stream.
+// Thread-safety: as the C API.
+#include "fragfree/fragfree.h"
+
+extern "C" {
+
+void* fragfree_malloc(size_t size, int device, void* stream) {
+  return ff_malloc(size, device, stream);
+}
+
+void fragfree_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {
+  ff_free(ptr, device);
+}
+
+void fragfree_empty_cache(void) { ff_empty_cache(-1); }
+
+void fragfree_set_memory_fraction(double fraction, int device) {
+  ff_set_memory_fraction(fraction, device);
+}
+
+void fragfree_record_stream(void* ptr, void* stream) {
+  ff_record_stream(ptr, -1, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,190 @@
+#include "shim/runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_format.h"
+#include "allocator/phys/host_backend.h"
+#include "allocator/phys/simulated_backend.h"
+#include "allocator/stream/host_event_source.h"
+#ifdef FRAGFREE_WITH_CUDA
+#include "allocator/phys/cuda_vmm_backend.h"
+#include "allocator/stream/cuda_event_source.h"
+#endif
+
+namespace fragfree {
+namespace {
+thread_local std::string last_error;
+
+ff_status_t CodeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return FF_OK;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return FF_ERR_INVALID_ARGUMENT;
+    case absl::StatusCode::kResourceExhausted:
+      return FF_ERR_OOM;
+    case absl::StatusCode::kUnavailable:
+      return FF_ERR_NO_DEVICE;
+    case absl::StatusCode::kFailedPrecondition:
+      return FF_ERR_STATE;
+    case absl::StatusCode::kInternal:
+      return FF_ERR_BACKEND;
+    default:
+      return FF_ERR_INTERNAL;
+  }
+}
+}  // namespace
+
+Runtime& Runtime::Get() {
+  static Runtime* const runtime = new Runtime();
+  return *runtime;
+}
+
+absl::Status Runtime::EnsureOptionsLocked() {
+  if (options_loaded_) return absl::OkStatus();
+  const char* env = getenv("FRAGFREE_CONF");
+  absl::StatusOr<Options> parsed = Options::Parse(env != nullptr ? env : "");
+  if (!parsed.ok()) return parsed.status();
+  options_ = *parsed;
+  options_loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Init(const char* conf) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::FailedPreconditionError("fragfree: ff_init after ff_shutdown");
+  }
+  for (const auto& d : devices_) {
+    if (d.load() != nullptr) {
+      return absl::FailedPreconditionError(
+          "fragfree: ff_init called after memory was allocated; configure "
+          "before the first allocation");
+    }
+  }
+  const char* text = conf != nullptr ? conf : getenv("FRAGFREE_CONF");
+  absl::StatusOr<Options> parsed = Options::Parse(text != nullptr ? text : "");
+  if (!parsed.ok()) return parsed.status();
+  options_ = *parsed;
+  options_loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  for (auto& d : devices_) {
+    delete d.exchange(nullptr);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Runtime::DeviceCount() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EnsureOptionsLocked(); !s.ok()) return s;
+  if (options_.backend != BackendKind::kCuda) return 1;
+#ifdef FRAGFREE_WITH_CUDA
+  absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
+  if (!cu.ok()) return cu.status();
+  int count = 0;
+  FF_CU_RETURN_IF_ERROR(**cu, cuDeviceGetCount(&count));
+  return count;
+#else
+  return absl::UnavailableError(
+      "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
+      "FRAGFREE_CONF=backend:host");
+#endif
+}
+
+DeviceAllocator* Runtime::Existing(int device) const {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return devices_[device].load(std::memory_order_acquire);
+}
+
+absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
+  if (DeviceAllocator* d = Existing(device)) return d;
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        "fragfree: called after ff_shutdown; the allocator is gone");
+  }
+  if (absl::Status s = EnsureOptionsLocked(); !s.ok()) return s;
+  if (device < 0 || device >= kMaxDevices) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fragfree: device index %d is out of range", device));
+  }
+  if (DeviceAllocator* d = Existing(device)) return d;
+  std::unique_ptr<PhysicalBackend> backend;
+  std::unique_ptr<EventSource> events;
+  if (options_.backend == BackendKind::kCuda) {
+#ifdef FRAGFREE_WITH_CUDA
+    absl::StatusOr<std::unique_ptr<CudaVmmBackend>> b =
+        CudaVmmBackend::Create(device);
+    if (!b.ok()) return b.status();
+    absl::StatusOr<std::unique_ptr<CudaEventSource>> e =
+        CudaEventSource::Create(device);
+    if (!e.ok()) return e.status();
+    backend = std::move(*b);
+    events = std::move(*e);
+#else
+    return absl::UnavailableError(
+        "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
+        "FRAGFREE_CONF=backend:host");
+#endif
+  } else {
+    if (device != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "fragfree: device %d does not exist: the %s backend emulates one "
+          "device (0)",
+          device, options_.backend == BackendKind::kHost ? "host" : "simulated"));
+    }
+    if (options_.backend == BackendKind::kHost) {
+      absl::StatusOr<std::unique_ptr<HostBackend>> b = HostBackend::Create(
+          options_.host_capacity_bytes, options_.host_granularity_bytes);
+      if (!b.ok()) return b.status();
+      backend = std::move(*b);
+    } else {
+      backend = std::make_unique<SimulatedBackend>(
+          options_.host_capacity_bytes, options_.host_granularity_bytes);
+    }
+    events = std::make_unique<HostEventSource>();
+  }
+  absl::StatusOr<std::unique_ptr<DeviceAllocator>> allocator =
+      DeviceAllocator::Create(device, options_, std::move(backend),
+                              std::move(events));
+  if (!allocator.ok()) return allocator.status();
+  DeviceAllocator* raw = allocator->release();
+  devices_[device].store(raw, std::memory_order_release);
+  return raw;
+}
+
+Options Runtime::options() const {
+  absl::MutexLock lock(&mu_);
+  return options_;
+}
+
+ff_status_t Runtime::Report(const absl::Status& status) {
+  if (status.ok()) return FF_OK;
+  ff_status_t code = CodeOf(status);
+  last_error = std::string(status.message());
+  ff_error_handler_t handler = handler_.load();
+  if (handler != nullptr) {
+    handler(code, last_error.c_str(), handler_arg_.load());
+  } else {
+    fprintf(stderr, "fragfree: %s: %s\n", ff_status_name(code),
+            last_error.c_str());
+  }
+  return code;
+}
+
+void Runtime::SetErrorHandler(ff_error_handler_t handler, void* arg) {
+  handler_arg_.store(arg);
+  handler_.store(handler);
+}
+
+const char* Runtime::LastError() { return last_error.c_str(); }
+
+}  // namespace fragfree

@@ -1,0 +1,62 @@
+// Runtime: fragfree's process-wide state, the only global in the library. It
+// owns one DeviceAllocator per device (created on first use with the backend the
+// options name), the options, the error handler and the shutdown flag.
+// Thread-safety: all methods are thread-safe; device allocators are created
+// under mu_, then used lock-free through an atomic pointer table.
+#ifndef FRAGFREE_SHIM_RUNTIME_H_
+#define FRAGFREE_SHIM_RUNTIME_H_
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/device_allocator.h"
+#include "allocator/options.h"
+#include "fragfree/fragfree.h"
+
+namespace fragfree {
+
+inline constexpr int kMaxDevices = 64;
+
+class Runtime {
+ public:
+  // The process's runtime (never destroyed: PyTorch may free tensors during
+  // static destruction).
+  static Runtime& Get();
+
+  // Re-reads the options; refused once a device allocator exists.
+  absl::Status Init(const char* conf) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // The allocator of `device`, created on first use.
+  absl::StatusOr<DeviceAllocator*> Device(int device) ABSL_LOCKS_EXCLUDED(mu_);
+  // The allocator of `device` if it exists (no creation), else nullptr.
+  DeviceAllocator* Existing(int device) const;
+  absl::StatusOr<int> DeviceCount() ABSL_LOCKS_EXCLUDED(mu_);
+  Options options() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Turns a status into a C code: records it as the thread's last error and
+  // calls the handler. OK stays FF_OK.
+  ff_status_t Report(const absl::Status& status);
+  void SetErrorHandler(ff_error_handler_t handler, void* arg);
+  static const char* LastError();
+
+ private:
+  Runtime() = default;
+  absl::Status EnsureOptionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  bool options_loaded_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  Options options_ ABSL_GUARDED_BY(mu_);
+  std::array<std::atomic<DeviceAllocator*>, kMaxDevices> devices_{};
+  std::atomic<ff_error_handler_t> handler_{nullptr};
+  std::atomic<void*> handler_arg_{nullptr};
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_SHIM_RUNTIME_H_
