@@ -42,7 +42,12 @@ namespace fragfree {
   X(cuEventQuery)                                                            \
   X(cuEventSynchronize)                                                      \
   X(cuStreamGetCaptureInfo)                                                  \
-  X(cuStreamSynchronize)
+  X(cuStreamSynchronize)                                                     \
+  X(cuStreamCreate)                                                          \
+  X(cuStreamDestroy)                                                         \
+  X(cuMemcpyHtoD)                                                            \
+  X(cuMemcpyDtoH)                                                            \
+  X(cuMemsetD8Async)
 
 struct CudaDriver {
 #define FF_DECLARE_MEMBER(name) decltype(&::name) name = nullptr;

@@ -83,9 +83,9 @@ absl::StatusOr<std::vector<size_t>> MapColumns(
     size_t w = 0;
     while (w < wanted.size() && wanted[w] != name) ++w;
     if (w == wanted.size()) {
-      unexpected.push_back(absl::StrCat("'", name, "'"));
+      unexpected.push_back(absl::StrCat("'", std::string(name), "'"));
     } else if (position[w] != kUnset) {
-      repeated.push_back(absl::StrCat("'", name, "'"));
+      repeated.push_back(absl::StrCat("'", std::string(name), "'"));
     } else {
       position[w] = i;
     }
@@ -93,7 +93,7 @@ absl::StatusOr<std::vector<size_t>> MapColumns(
   std::vector<std::string> missing;
   for (size_t w = 0; w < wanted.size(); ++w) {
     if (position[w] == kUnset) {
-      missing.push_back(absl::StrCat("'", wanted[w], "'"));
+      missing.push_back(absl::StrCat("'", std::string(wanted[w]), "'"));
     }
   }
   if (missing.empty() && unexpected.empty() && repeated.empty()) {
@@ -112,7 +112,8 @@ absl::StatusOr<std::vector<size_t>> MapColumns(
     absl::StrAppend(&message, " repeated column(s) ",
                     absl::StrJoin(repeated, ", "), ";");
   }
-  absl::StrAppend(&message, " expected exactly ", absl::StrJoin(wanted, ","));
+  std::vector<std::string> names(wanted.begin(), wanted.end());
+  absl::StrAppend(&message, " expected exactly ", absl::StrJoin(names, ","));
   return absl::InvalidArgumentError(message);
 }
 

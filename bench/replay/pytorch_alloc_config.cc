@@ -41,7 +41,7 @@ std::vector<std::string> Tokenize(std::string_view conf) {
 
 absl::Status Bad(std::string_view what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("bad PYTORCH_CUDA_ALLOC_CONF: ", what));
+      absl::StrCat("bad PYTORCH_CUDA_ALLOC_CONF: ", std::string(what)));
 }
 
 bool IsIgnoredKey(std::string_view key) {

@@ -57,19 +57,19 @@ absl::Status ReadPytorchCsvRows(LineReader& reader,
     int64_t time_us = 0;
     if (!ParseAddress(f[kAddr], &addr)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad addr '", f[kAddr], "' (want a decimal integer)"));
+          absl::StrCat("bad addr '", std::string(f[kAddr]), "' (want a decimal integer)"));
     }
     if (!ParseDecimalU64(f[kSize], &size)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad size '", f[kSize], "' (want a decimal integer)"));
+          absl::StrCat("bad size '", std::string(f[kSize]), "' (want a decimal integer)"));
     }
     if (!ParseStream(f[kStream], &stream)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad stream '", f[kStream], "' (want an integer)"));
+          absl::StrCat("bad stream '", std::string(f[kStream]), "' (want an integer)"));
     }
     if (!ParseDecimalI64(f[kTime], &time_us)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad time_us '", f[kTime], "' (want a decimal integer)"));
+          "bad time_us '", std::string(f[kTime]), "' (want a decimal integer)"));
     }
     const std::string_view action = f[kAction];
     if (action == "alloc") {
@@ -83,7 +83,7 @@ absl::Status ReadPytorchCsvRows(LineReader& reader,
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown action '", action,
+        absl::StrCat("unknown action '", std::string(action),
                      "' (want alloc, free_requested or free_completed)"));
   };
   absl::Status status = ForEachRow(reader, columns, options, trace, row);

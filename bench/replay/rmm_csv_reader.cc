@@ -3,7 +3,6 @@
 #include "bench/replay/rmm_csv_reader.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "bench/replay/csv_fields.h"
 #include "bench/replay/trace_builder.h"
 
@@ -27,24 +26,33 @@ bool ParseFractionUs(std::string_view digits, int64_t* us) {
 
 bool ParseRmmTime(std::string_view s, int64_t* time_us) {
   s = TrimBlanks(s);
-  std::vector<std::string_view> parts = absl::StrSplit(s, ':');
-  if (parts.size() == 1) {  // seconds since the epoch, optional fraction
-    std::vector<std::string_view> sec = absl::StrSplit(s, '.');
+  // Split "HH:MM:SS.ffffff" / "HH:MM:SS:ffffff" / "SSSSSSSSSS.ffffff" into at
+  // most four numbers.
+  std::string_view parts[5];
+  size_t count = 0;
+  bool dot_seen = false;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    const bool end = i == s.size();
+    if (!end && s[i] != ':' && s[i] != '.') continue;
+    if (!end && s[i] == '.') {
+      if (dot_seen) return false;
+      dot_seen = true;
+    }
+    if (count == 4) return false;
+    parts[count++] = s.substr(start, i - start);
+    start = i + 1;
+  }
+  if (count == 1 || (count == 2 && dot_seen)) {  // epoch seconds
     uint64_t whole = 0;
     int64_t frac = 0;
-    if (sec.size() > 2 || !ParseDecimalU64(sec[0], &whole)) return false;
-    if (sec.size() == 2 && !ParseFractionUs(sec[1], &frac)) return false;
+    if (!ParseDecimalU64(parts[0], &whole)) return false;
+    if (count == 2 && !ParseFractionUs(parts[1], &frac)) return false;
     if (whole > static_cast<uint64_t>(INT64_MAX / 1000000 - 1)) return false;
     *time_us = static_cast<int64_t>(whole) * 1000000 + frac;
     return true;
   }
-  if (parts.size() == 3) {  // HH:MM:SS.ffffff
-    std::vector<std::string_view> sec = absl::StrSplit(parts[2], '.');
-    if (sec.size() != 2) return false;
-    parts[2] = sec[0];
-    parts.push_back(sec[1]);
-  }
-  if (parts.size() != 4) return false;  // HH:MM:SS:ffffff
+  if (count != 4) return false;
   uint64_t h = 0, m = 0, sec = 0;
   int64_t frac = 0;
   if (!ParseDecimalU64(parts[0], &h) || !ParseDecimalU64(parts[1], &m) ||
@@ -74,11 +82,11 @@ absl::Status ReadRmmCsvRows(LineReader& reader,
     uint64_t stream = 0;
     if (!ParseDecimalU64(f[kThread], &thread)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad Thread '", f[kThread], "' (want a decimal thread id)"));
+          "bad Thread '", std::string(f[kThread]), "' (want a decimal thread id)"));
     }
     if (!ParseRmmTime(f[kTime], &time_us)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad Time '", f[kTime],
+          absl::StrCat("bad Time '", std::string(f[kTime]),
                        "' (want HH:MM:SS.ffffff or epoch seconds)"));
     }
     const std::string_view action = f[kAction];
@@ -87,15 +95,15 @@ absl::Status ReadRmmCsvRows(LineReader& reader,
     if (!ParseHexU64(f[kPointer], &pointer) &&
         !(failure && (f[kPointer] == "(nil)" || f[kPointer] == "nullptr"))) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad Pointer '", f[kPointer], "' (want a hexadecimal address)"));
+          "bad Pointer '", std::string(f[kPointer]), "' (want a hexadecimal address)"));
     }
     if (!ParseDecimalU64(f[kSize], &size)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad Size '", f[kSize], "' (want a decimal integer)"));
+          absl::StrCat("bad Size '", std::string(f[kSize]), "' (want a decimal integer)"));
     }
     if (!ParseHexU64(f[kStream], &stream)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad Stream '", f[kStream], "' (want a hexadecimal stream handle)"));
+          "bad Stream '", std::string(f[kStream]), "' (want a hexadecimal stream handle)"));
     }
     if (action == "allocate") {
       return builder.Alloc(pointer, size, stream, time_us, line);
@@ -108,7 +116,7 @@ absl::Status ReadRmmCsvRows(LineReader& reader,
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown action '", action,
+        absl::StrCat("unknown action '", std::string(action),
                      "' (want allocate, free or allocate failure)"));
   };
   absl::Status status = ForEachRow(reader, columns, options, trace, row);

@@ -19,7 +19,7 @@ absl::StatusOr<TraceFormat> ParseTraceFormat(std::string_view name) {
   if (name == "csv") return TraceFormat::kCsv;
   if (name == "rmm") return TraceFormat::kRmm;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown trace format '", name, "' (want auto, csv or rmm)"));
+      absl::StrCat("unknown trace format '", std::string(name), "' (want auto, csv or rmm)"));
 }
 
 absl::StatusOr<Trace> ReadTrace(const std::string& path, TraceFormat format,
@@ -59,9 +59,9 @@ absl::StatusOr<Trace> ReadTraceFrom(LineReader& reader, TraceFormat format,
     } else {
       std::string shown(header.substr(0, 80));
       return absl::InvalidArgumentError(absl::StrCat(
-          where, "unrecognised header '", shown, "': want '",
-          absl::StrJoin(PytorchCsvColumns(), ","), "' (PyTorch trace CSV) or '",
-          absl::StrJoin(RmmCsvColumns(), ","), "' (RMM log)"));
+          where, "unrecognised header '", shown,
+          "': want 'action,addr,size,stream,time_us' (PyTorch trace CSV) or "
+          "'Thread,Time,Action,Pointer,Size,Stream' (RMM log)"));
     }
   }
   absl::Status status;

@@ -1,0 +1,255 @@
+// Unit tests of DeviceAllocator's policy on the host backend: stream-ordered reuse,
+// record_stream and fences (with events held in flight), reclaim instead of OOM,
+// memory limits, empty_cache, bad pointers, fault injection with nothing left
+// half-mapped, and stats.
+#include <cstring>
+#include <thread>
+
+#include "allocator/device_allocator.h"
+#include "allocator/phys/fault_injecting_backend.h"
+#include "allocator/phys/host_backend.h"
+#include "allocator/stream/host_event_source.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+constexpr size_t kPage = 64 << 10;
+constexpr StreamHandle kS1 = 0x100, kS2 = 0x200;
+
+struct Fixture {
+  std::unique_ptr<DeviceAllocator> a;
+  ManualEventSource* events = nullptr;
+  FaultInjectingBackend* faults = nullptr;
+};
+
+Fixture Make(size_t pages, Options o = Options()) {
+  Fixture f;
+  auto host = *HostBackend::Create(pages * kPage, kPage);
+  auto faults = std::make_unique<FaultInjectingBackend>(std::move(host));
+  auto events = std::make_unique<ManualEventSource>();
+  f.faults = faults.get();
+  f.events = events.get();
+  f.a = *DeviceAllocator::Create(0, o, std::move(faults), std::move(events));
+  return f;
+}
+
+TEST(DeviceAllocator, SizeZeroReturnsNullWithoutError) {
+  Fixture f = Make(4);
+  absl::StatusOr<void*> p = f.a->Malloc(0, kS1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, nullptr);
+  EXPECT_TRUE(f.a->Free(nullptr).ok());
+}
+
+TEST(DeviceAllocator, SameStreamReusesAtOnce) {
+  Fixture f = Make(4);
+  void* p = *f.a->Malloc(10000, kS1);
+  ASSERT_TRUE(f.a->Free(p).ok());
+  EXPECT_EQ(*f.a->Malloc(10000, kS1), p);
+  EXPECT_EQ(f.events->records(), 0) << "the hot path must not record events";
+}
+
+TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
+  Fixture f = Make(2);
+  void* p = *f.a->Malloc(2 * kPage, kS1);
+  ASSERT_TRUE(f.a->Free(p).ok());
+  // kS2 needs those pages. Their last use on kS1 is in flight, so fragfree must
+  // fence kS1 and wait before unmapping them.
+  absl::StatusOr<void*> q = f.a->Malloc(2 * kPage, kS2);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_GE(f.events->synchronizes(), 1);
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.pages_remapped, 2);
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+TEST(DeviceAllocator, CompletedFencesLetPagesMoveWithoutWaiting) {
+  Fixture f = Make(2);
+  void* p = *f.a->Malloc(2 * kPage, kS1);
+  ASSERT_TRUE(f.a->Free(p).ok());
+  void* small = *f.a->Malloc(512, kS2);  // slow path: records a fence on kS1
+  (void)small;
+  f.events->CompleteAll();
+  int64_t syncs = f.events->synchronizes();
+  ASSERT_TRUE(f.a->Free(small).ok());
+  absl::StatusOr<void*> q = f.a->Malloc(kPage, kS2);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(f.events->synchronizes(), syncs);
+}
+
+TEST(DeviceAllocator, RecordStreamDefersReuseUntilTheStreamIsDone) {
+  Fixture f = Make(8);
+  void* p = *f.a->Malloc(kPage, kS1);
+  ASSERT_TRUE(f.a->RecordStream(p, kS2).ok());
+  ASSERT_TRUE(f.a->Free(p).ok());
+  EXPECT_EQ(f.events->records(), 1);
+  void* q = *f.a->Malloc(kPage, kS1);
+  EXPECT_NE(q, p) << "reused while kS2 may still use it";
+  EXPECT_EQ(f.a->GetStats().active_bytes.pool[kPoolAll].current,
+            int64_t(2 * kPage));
+  f.events->CompleteAll();
+  ASSERT_TRUE(f.a->Free(q).ok());
+  void* r = *f.a->Malloc(kPage, kS1);  // processes the completed pending free
+  EXPECT_TRUE(r == p || r == q);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+TEST(DeviceAllocator, BadPointersAreClearErrorsAndChangeNothing) {
+  Fixture f = Make(4);
+  void* p = *f.a->Malloc(4096, kS1);
+  int x = 0;
+  absl::Status unknown = f.a->Free(&x);
+  EXPECT_TRUE(absl::IsInvalidArgument(unknown));
+  EXPECT_NE(unknown.message().find("not allocated by fragfree"),
+            std::string::npos)
+      << unknown;
+  absl::Status interior = f.a->Free(static_cast<char*>(p) + 512);
+  EXPECT_NE(interior.message().find("inside the live allocation"),
+            std::string::npos)
+      << interior;
+  ASSERT_TRUE(f.a->Free(p).ok());
+  absl::Status twice = f.a->Free(p);
+  EXPECT_NE(twice.message().find("double free"), std::string::npos) << twice;
+  EXPECT_EQ(f.a->GetStats().invalid_frees, 3);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  EXPECT_FALSE(f.a->RecordStream(&x, kS2).ok());
+}
+
+TEST(DeviceAllocator, AbsurdSizesAreOom) {
+  Fixture f = Make(4);
+  absl::StatusOr<void*> p = f.a->Malloc(size_t{1} << 50, kS1);
+  EXPECT_TRUE(absl::IsResourceExhausted(p.status()));
+  EXPECT_NE(p.status().message().find("larger than the memory limit"),
+            std::string::npos)
+      << p.status();
+  EXPECT_EQ(f.a->GetStats().num_ooms, 1);
+  EXPECT_EQ(f.a->last_oom().requested_bytes, size_t{1} << 50);
+}
+
+TEST(DeviceAllocator, MemoryLimitAndFraction) {
+  Fixture f = Make(8);
+  ASSERT_TRUE(f.a->SetMemoryLimit(2 * kPage).ok());
+  EXPECT_FALSE(f.a->Malloc(3 * kPage, kS1).ok());
+  EXPECT_TRUE(f.a->Malloc(2 * kPage, kS1).ok());
+  ASSERT_TRUE(f.a->SetMemoryLimit(0).ok());
+  ASSERT_TRUE(f.a->SetMemoryFraction(0.5).ok());
+  EXPECT_EQ(f.a->memory_limit(), 4 * kPage);
+  EXPECT_FALSE(f.a->SetMemoryFraction(1.5).ok());
+}
+
+TEST(DeviceAllocator, EmptyCacheReturnsEveryFreePage) {
+  Fixture f = Make(8);
+  void* a = *f.a->Malloc(3 * kPage, kS1);
+  void* b = *f.a->Malloc(100, kS2);
+  ASSERT_TRUE(f.a->Free(a).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolAll].current, int64_t(kPage));
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolSmall].current, int64_t(kPage));
+  EXPECT_EQ(s.idle_page_bytes.current, 0);
+  ASSERT_TRUE(f.a->Free(b).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());
+  EXPECT_EQ(f.a->GetStats().reserved_bytes.pool[kPoolAll].current, 0);
+}
+
+TEST(DeviceAllocator, StatsFollowPyTorchMeanings) {
+  Fixture f = Make(32);
+  const size_t kLarge = (1 << 20) + 1;
+  void* p = *f.a->Malloc(1000, kS1);    // small pool, 1024 B block
+  void* q = *f.a->Malloc(kLarge, kS1);  // large pool
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.allocation.pool[kPoolAll].current, 2);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolSmall].current, 1024);
+  EXPECT_EQ(s.requested_bytes.pool[kPoolAll].current, int64_t(1000 + kLarge));
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolSmall].current, int64_t(kPage));
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolLarge].current, int64_t(17 * kPage));
+  ASSERT_TRUE(f.a->Free(p).ok());
+  ASSERT_TRUE(f.a->Free(q).ok());
+  s = f.a->GetStats();
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].current, 0);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak,
+            int64_t(1024 + kLarge + 511));
+  EXPECT_EQ(s.allocation.pool[kPoolAll].allocated, 2);
+  EXPECT_EQ(s.allocation.pool[kPoolAll].freed, 2);
+  f.a->ResetPeakStats();
+  f.a->ResetAccumulatedStats();
+  s = f.a->GetStats();
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak, 0);
+  EXPECT_EQ(s.allocation.pool[kPoolAll].allocated, 0);
+  EXPECT_GT(s.cached_free_bytes, 0);
+  std::string json = StatsToJson(s);
+  EXPECT_NE(json.find("\"allocated_bytes.all.current\":0"), std::string::npos);
+  EXPECT_NE(json.find("\"fragmentation.u_alloc\""), std::string::npos);
+}
+
+// Every backend call that can fail, failed at every position of a sequence:
+// the request fails cleanly, nothing is left half-mapped or leaked, and the next
+// request works once the fault is gone.
+TEST(DeviceAllocator, SurvivesAFaultAtEveryBackendCall) {
+  const BackendOp ops[] = {BackendOp::kReserveVa, BackendOp::kCreate,
+                           BackendOp::kMap, BackendOp::kSetAccess,
+                           BackendOp::kUnmap};
+  int injected = 0;
+  for (BackendOp op : ops) {
+    for (int nth = 1; nth <= 6; ++nth) {
+      Fixture f = Make(4);
+      f.faults->FailCalls(op, nth, 1, absl::InternalError("injected fault"));
+      std::vector<void*> live;
+      for (int i = 0; i < 12; ++i) {
+        absl::StatusOr<void*> p = f.a->Malloc((i % 3 + 1) * kPage / 2, i % 2 ? kS1 : kS2);
+        if (p.ok()) {
+          memset(*p, i, (i % 3 + 1) * kPage / 2);
+          live.push_back(*p);
+        }
+        ASSERT_TRUE(f.a->CheckInvariants().ok())
+            << "op " << int(op) << " call " << nth << ": "
+            << f.a->CheckInvariants();
+        if (live.size() > 2) {
+          ASSERT_TRUE(f.a->Free(live.front()).ok());
+          live.erase(live.begin());
+        }
+      }
+      injected += int(f.faults->FaultsInjected());
+      f.faults->ClearFaults();
+      for (void* p : live) ASSERT_TRUE(f.a->Free(p).ok());
+      ASSERT_TRUE(f.a->EmptyCache().ok());
+      EXPECT_TRUE(f.a->Malloc(kPage, kS1).ok());
+      ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+    }
+  }
+  EXPECT_GT(injected, 10);
+}
+
+TEST(DeviceAllocator, ThreadsOnManyStreams) {
+  Options o;
+  auto host = *HostBackend::Create(256 * kPage, kPage);
+  auto a = *DeviceAllocator::Create(0, o, std::move(host),
+                                    std::make_unique<HostEventSource>());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<void*> mine;
+      uint64_t x = t + 1;
+      for (int i = 0; i < 20000; ++i) {
+        x = x * 6364136223846793005ull + 1;
+        if (mine.size() < 16 && (x >> 60) < 10) {
+          absl::StatusOr<void*> p =
+              a->Malloc(512 + (x >> 40) % (3 * kPage), StreamHandle(t % 3));
+          if (p.ok()) mine.push_back(*p);
+        } else if (!mine.empty()) {
+          ASSERT_TRUE(a->Free(mine.back()).ok());
+          mine.pop_back();
+        }
+      }
+      for (void* p : mine) ASSERT_TRUE(a->Free(p).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(a->CheckInvariants().ok()) << a->CheckInvariants();
+  EXPECT_EQ(a->GetStats().allocated_bytes.pool[kPoolAll].current, 0);
+}
+
+}  // namespace
+}  // namespace fragfree

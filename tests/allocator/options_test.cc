@@ -1,0 +1,61 @@
+// Unit tests of FRAGFREE_CONF parsing: every key, PyTorch's syntax, clear errors.
+#include "allocator/options.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+TEST(Options, DefaultsAndKeys) {
+  Options o = *Options::Parse("");
+  EXPECT_EQ(o.backend, BackendKind::kCuda);
+  o = *Options::Parse(
+      "backend:host, host_capacity_mb:64,host_granularity_kb:64,"
+      "reclaim_before_grow:False,per_process_memory_fraction:0.5,"
+      "memory_limit_mb:32,stats_at_exit:True,trace_entries:1000,"
+      "snapshot_path:/tmp/a:b.pickle,va_factor:4");
+  EXPECT_EQ(o.backend, BackendKind::kHost);
+  EXPECT_EQ(o.host_capacity_bytes, 64u << 20);
+  EXPECT_EQ(o.host_granularity_bytes, 64u << 10);
+  EXPECT_FALSE(o.reclaim_before_grow);
+  EXPECT_DOUBLE_EQ(o.memory_fraction, 0.5);
+  EXPECT_EQ(o.memory_limit_bytes, 32u << 20);
+  EXPECT_TRUE(o.stats_at_exit);
+  EXPECT_EQ(o.trace_entries, 1000u);
+  EXPECT_EQ(o.snapshot_path, "/tmp/a:b.pickle");
+  EXPECT_EQ(o.va_factor, 4u);
+}
+
+TEST(Options, RoundupPower2DivisionsBothForms) {
+  Options o = *Options::Parse("roundup_power2_divisions:4");
+  for (size_t d : o.rounding.divisions) EXPECT_EQ(d, 4u);
+  o = *Options::Parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
+  EXPECT_EQ(o.rounding.divisions[0], 1u);
+  EXPECT_EQ(o.rounding.divisions[8], 1u);
+  EXPECT_EQ(o.rounding.divisions[9], 2u);
+  EXPECT_EQ(o.rounding.divisions[10], 4u);
+  EXPECT_EQ(o.rounding.divisions[15], 8u);
+}
+
+TEST(Options, Buckets) {
+  Options o = *Options::Parse("round_buckets:[1M,4096,64K]");
+  EXPECT_EQ(o.rounding.buckets,
+            (std::vector<size_t>{4096, 64 << 10, 1 << 20}));
+  EXPECT_FALSE(Options::Parse("round_buckets:[1000]").ok());
+}
+
+TEST(Options, ErrorsNameTheKey) {
+  absl::StatusOr<Options> o = Options::Parse("expandable_segmentz:True");
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("unknown key 'expandable_segmentz'"),
+            std::string::npos);
+  o = Options::Parse("backend:tpu");
+  EXPECT_NE(o.status().message().find("'backend'"), std::string::npos);
+  EXPECT_FALSE(Options::Parse("per_process_memory_fraction:2").ok());
+  EXPECT_FALSE(Options::Parse("roundup_power2_divisions:3").ok());
+  EXPECT_FALSE(Options::Parse("host_capacity_mb").ok());
+  EXPECT_FALSE(Options::Parse("reclaim_before_grow:maybe").ok());
+  EXPECT_FALSE(Options::Parse("roundup_power2_divisions:[256:1").ok());
+}
+
+}  // namespace
+}  // namespace fragfree

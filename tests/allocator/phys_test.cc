@@ -1,0 +1,87 @@
+// Unit tests of the physical backends: the host emulation keeps data across
+// remapping, enforces capacity and alignment, and rejects the misuse the driver
+// rejects; the fault injector fails exactly the calls it is told to.
+#include <cstring>
+
+#include "allocator/phys/fault_injecting_backend.h"
+#include "allocator/phys/host_backend.h"
+#include "allocator/phys/simulated_backend.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+constexpr size_t kPage = 64 << 10;
+
+TEST(HostBackend, DataSurvivesRemapping) {
+  auto b = *HostBackend::Create(4 * kPage, kPage);
+  uintptr_t va1 = *b->ReserveVa(4 * kPage);
+  uintptr_t va2 = *b->ReserveVa(4 * kPage);
+  EXPECT_EQ(va1 % kPage, 0u);
+  PhysHandle h = *b->Create(kPage);
+  ASSERT_TRUE(b->Map(va1, kPage, h).ok());
+  ASSERT_TRUE(b->SetAccess(va1, kPage).ok());
+  memset(reinterpret_cast<void*>(va1), 0x5a, kPage);
+  ASSERT_TRUE(b->Unmap(va1, kPage).ok());
+  ASSERT_TRUE(b->Map(va2 + 2 * kPage, kPage, h).ok());
+  ASSERT_TRUE(b->SetAccess(va2 + 2 * kPage, kPage).ok());
+  EXPECT_EQ(reinterpret_cast<unsigned char*>(va2 + 2 * kPage)[kPage - 1], 0x5a);
+  ASSERT_TRUE(b->Unmap(va2 + 2 * kPage, kPage).ok());
+  ASSERT_TRUE(b->Release(h).ok());
+}
+
+TEST(HostBackend, CapacityIsEnforced) {
+  auto b = *HostBackend::Create(2 * kPage, kPage);
+  PhysHandle h1 = *b->Create(kPage);
+  PhysHandle h2 = *b->Create(kPage);
+  absl::StatusOr<PhysHandle> h3 = b->Create(kPage);
+  EXPECT_TRUE(absl::IsResourceExhausted(h3.status())) << h3.status();
+  EXPECT_EQ(b->MemoryInfo().free_bytes, 0u);
+  ASSERT_TRUE(b->Release(h1).ok());
+  EXPECT_TRUE(b->Create(kPage).ok());
+  ASSERT_TRUE(b->Release(h2).ok());
+}
+
+TEST(HostBackend, RejectsMisuse) {
+  auto b = *HostBackend::Create(4 * kPage, kPage);
+  uintptr_t va = *b->ReserveVa(4 * kPage);
+  PhysHandle h = *b->Create(kPage);
+  PhysHandle h2 = *b->Create(kPage);
+  EXPECT_FALSE(b->Map(va + 1, kPage, h).ok());       // unaligned
+  EXPECT_FALSE(b->Create(kPage + 1).ok());           // bad size
+  ASSERT_TRUE(b->Map(va, kPage, h).ok());
+  EXPECT_FALSE(b->Map(va, kPage, h2).ok());          // over a mapping
+  EXPECT_FALSE(b->Release(h).ok());                  // still mapped
+  EXPECT_FALSE(b->Unmap(va + kPage, kPage).ok());    // not mapped
+  EXPECT_FALSE(b->ReleaseVa(va, 4 * kPage).ok());    // has mappings
+  ASSERT_TRUE(b->Unmap(va, kPage).ok());
+  EXPECT_TRUE(b->ReleaseVa(va, 4 * kPage).ok());
+  EXPECT_FALSE(HostBackend::Create(kPage + 1, kPage).ok());
+  EXPECT_FALSE(HostBackend::Create(kPage, 1000).ok());
+}
+
+TEST(SimulatedBackend, CountsCapacity) {
+  SimulatedBackend b(2 * kPage, kPage);
+  PhysHandle h = *b.Create(2 * kPage);
+  EXPECT_TRUE(absl::IsResourceExhausted(b.Create(kPage).status()));
+  ASSERT_TRUE(b.Release(h).ok());
+  EXPECT_EQ(b.MemoryInfo().free_bytes, 2 * kPage);
+}
+
+TEST(FaultInjectingBackend, FailsExactlyTheChosenCalls) {
+  FaultInjectingBackend b(std::make_unique<SimulatedBackend>(8 * kPage, kPage));
+  b.FailCalls(BackendOp::kCreate, 2, 1, absl::InternalError("injected"));
+  EXPECT_TRUE(b.Create(kPage).ok());
+  EXPECT_EQ(b.Create(kPage).status().message(), "injected");
+  EXPECT_TRUE(b.Create(kPage).ok());
+  b.FailNext(BackendOp::kMap, -1, absl::InternalError("map down"));
+  EXPECT_FALSE(b.Map(0, kPage, PhysHandle{1}).ok());
+  EXPECT_FALSE(b.Map(0, kPage, PhysHandle{1}).ok());
+  b.ClearFaults();
+  EXPECT_TRUE(b.Map(0, kPage, PhysHandle{1}).ok());
+  EXPECT_EQ(b.FaultsInjected(), 3);
+  EXPECT_EQ(b.Calls(BackendOp::kCreate), 3);
+}
+
+}  // namespace
+}  // namespace fragfree
