@@ -37,14 +37,14 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       page_size_(backend_->Granularity()),
       fences_(events_.get()),
       pages_(backend_.get(), 0) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
   limit_fraction_ = options.memory_fraction;
   RecomputeLimit();
 }
 
 DeviceAllocator::~DeviceAllocator() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   fences_.WaitAll().IgnoreError();
@@ -122,7 +122,7 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
 absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                               StreamHandle stream) {
   if (size == 0) return nullptr;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (size > limit_bytes_) {
     return OutOfMemory(size, size, stream, 0,
                        absl::StrFormat("the request is larger than the memory "
@@ -269,7 +269,7 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
 
 absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   auto it = live_.find(addr);
   if (it == live_.end()) {
@@ -331,7 +331,7 @@ absl::Status DeviceAllocator::ProcessPending(bool wait) {
 }
 
 absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == live_.end()) {
     return absl::InvalidArgumentError(
@@ -350,7 +350,7 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
 }
 
 absl::Status DeviceAllocator::EmptyCache() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   std::vector<PageId> pages;
@@ -367,7 +367,7 @@ absl::Status DeviceAllocator::EmptyCache() {
 }
 
 absl::Status DeviceAllocator::SetMemoryLimit(size_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   limit_request_bytes_ = bytes;
   RecomputeLimit();
   return absl::OkStatus();
@@ -378,14 +378,14 @@ absl::Status DeviceAllocator::SetMemoryFraction(double fraction) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "memory fraction %g is outside (0, 1]", fraction));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   limit_fraction_ = fraction;
   RecomputeLimit();
   return absl::OkStatus();
 }
 
 size_t DeviceAllocator::memory_limit() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return limit_bytes_;
 }
 
@@ -493,34 +493,34 @@ void DeviceAllocator::UpdateGaugesLocked() {
 }
 
 DeviceStats DeviceAllocator::GetStats() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   UpdateGaugesLocked();
   return stats_;
 }
 
 void DeviceAllocator::ResetPeakStats() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   stats_.ResetPeak();
 }
 
 void DeviceAllocator::ResetAccumulatedStats() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   stats_.ResetAccumulated();
 }
 
 OomInfo DeviceAllocator::last_oom() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return last_oom_;
 }
 
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   return it == live_.end() ? 0 : it->second->requested;
 }
 
 std::vector<ArenaView> DeviceAllocator::Arenas() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<ArenaView> out;
   for (const auto& arena : arenas_) {
     ArenaView v{arena->base(), arena->size(),   arena->page_size(),
@@ -538,7 +538,7 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
 }
 
 absl::Status DeviceAllocator::CheckInvariants() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto fail = [](std::string what) {
     return absl::InternalError("invariant violated: " + what);
   };

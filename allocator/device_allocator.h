@@ -28,7 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "allocator/base/mutex.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
@@ -165,7 +165,7 @@ class DeviceAllocator {
 
   const int device_;
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::unique_ptr<PhysicalBackend> backend_;
   std::unique_ptr<EventSource> events_;
   const SizeRounding rounding_;

@@ -27,7 +27,7 @@ struct Options {
   // When a request needs new pages: first take whole free pages whose last use
   // is known complete from cached holes (true), or create new pages while the
   // limit allows and reclaim only under pressure (false).
-  bool reclaim_before_grow = true;
+  bool reclaim_before_grow = false;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (issue-level features read these; see docs/config.md).

@@ -141,9 +141,8 @@ absl::StatusOr<CliOptions> ParseArgs(const std::vector<std::string>& args) {
 
 int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
   PolicyConfig base;
-  base.capacity_bytes =
-      static_cast<uint64_t>(options.capacity_gib * kGiB) / (2 * kMiB) *
-      (2 * kMiB);
+  base.capacity_bytes = static_cast<uint64_t>(options.capacity_gib * kGiB) /
+                        (2 * kMiB) * (2 * kMiB);
   base.device_total_bytes = base.capacity_bytes;
   ReadOptions read_options;
   read_options.lenient = options.lenient;
@@ -160,17 +159,17 @@ int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
       err << "fragfree-replay: warning: " << w << "\n";
     }
     if (trace->skipped_lines > 0) {
-      err << "fragfree-replay: " << path << ": skipped "
-          << trace->skipped_lines << " bad line(s) (--lenient)\n";
+      err << "fragfree-replay: " << path << ": skipped " << trace->skipped_lines
+          << " bad line(s) (--lenient)\n";
     }
     TraceReport report = SummariseTrace(*trace);
     for (const std::string& name : options.policies) {
       absl::StatusOr<PolicyFactory> factory =
           MakePolicyFactory(name, options.policy_options);
       absl::StatusOr<std::unique_ptr<ReplayPolicy>> policy =
-          factory.ok() ? (*factory)(base)
-                       : absl::StatusOr<std::unique_ptr<ReplayPolicy>>(
-                             factory.status());
+          factory.ok()
+              ? (*factory)(base)
+              : absl::StatusOr<std::unique_ptr<ReplayPolicy>>(factory.status());
       if (!policy.ok()) {
         err << "fragfree-replay: policy " << name << ": "
             << policy.status().message() << "\n";
@@ -180,6 +179,11 @@ int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
       PolicyReport pr;
       pr.capacity_bytes = base.capacity_bytes;
       pr.replay = Replay(*trace, **policy, ReplayOptions{});
+      if (!pr.replay.policy_status.ok()) {
+        err << "fragfree-replay: policy " << name << " failed on " << path
+            << ": " << pr.replay.policy_status.message() << "\n";
+        status = 1;
+      }
       if (options.min_capacity) {
         const uint64_t known_fit =
             pr.replay.ooms == 0 ? pr.replay.figures.peak_reserved_bytes : 0;

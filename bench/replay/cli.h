@@ -1,6 +1,6 @@
-// The fragfree-replay command line: parsing (ParseArgs) and running (RunCli), kept
-// apart from main() so tests can drive both.
-// Thread-safety: RunCli runs on the calling thread only.
+// The fragfree-replay command line: parsing (ParseArgs) and running (RunCli),
+// kept apart from main() so tests can drive both. Thread-safety: RunCli runs on
+// the calling thread only.
 #ifndef FRAGFREE_BENCH_REPLAY_CLI_H_
 #define FRAGFREE_BENCH_REPLAY_CLI_H_
 

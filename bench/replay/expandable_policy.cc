@@ -49,8 +49,7 @@ void ExpandablePolicy::SpliceAfter(int32_t b, int32_t after) {
   blocks_[after].next = b;
 }
 
-bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size,
-                             uint64_t stream) {
+bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
   const uint64_t size = RoundSize(orig_size, alloc_config_);
   const bool small = IsSmallRequest(size);
   Pool& pool = small ? small_ : large_;
@@ -328,12 +327,12 @@ PolicyFigures ExpandablePolicy::figures() const {
   f.peak_allocated_bytes = peak_allocated_;
   f.reserved_bytes = mapped_;
   f.peak_reserved_bytes = peak_mapped_;
-  f.maps = map_calls_;
-  f.unmaps = unmap_calls_;
+  f.maps = pages_mapped_;  // handles: what map cost scales with
+  f.unmaps = pages_unmapped_;
   f.alloc_retries = retries_;
   f.ooms = ooms_;
-  f.extra = {{"pages_mapped", pages_mapped_},
-             {"pages_unmapped", pages_unmapped_},
+  f.extra = {{"map_calls", map_calls_},
+             {"unmap_calls", unmap_calls_},
              {"segments", live_segments_}};
   return f;
 }
@@ -360,7 +359,8 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
     } else if (blk.mapped) {
       ++free_mapped;
       if (!pool.blocks.contains(SizeKeyOf(b))) {
-        return absl::InternalError(absl::StrCat("free block ", b, " unindexed"));
+        return absl::InternalError(
+            absl::StrCat("free block ", b, " unindexed"));
       }
     } else {
       ++unmapped;
@@ -394,8 +394,8 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
     }
   }
   if (mapped != mapped_) {
-    return absl::InternalError(absl::StrCat("mapped ", mapped_,
-                                            " but blocks add up to ", mapped));
+    return absl::InternalError(
+        absl::StrCat("mapped ", mapped_, " but blocks add up to ", mapped));
   }
   if (allocated != allocated_) {
     return absl::InternalError("allocated bytes do not add up");

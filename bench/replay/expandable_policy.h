@@ -1,12 +1,12 @@
-// ExpandablePolicy: a model of PyTorch's allocator with expandable_segments:True
-// (shared/reference/pytorch_allocator.md section 3): one segment per (stream, pool)
-// reserving 9/8 of device memory in VA; pages of 2 MiB (small pool) or
-// large_segment_size (20 MiB, large pool) mapped on demand, whole pages at a time;
-// best fit ranked by "expandable size" (a block plus the unmapped space after it);
-// growth at the lowest-address free+unmapped run that fits; splitting whenever the
-// remainder is >= 512 B; free pages unmapped only by the OOM retry or empty_cache
-// (release_cached_blocks), whole pages only. Reserved bytes = mapped bytes.
-// Thread-safety: not thread-safe.
+// ExpandablePolicy: a model of PyTorch's allocator with
+// expandable_segments:True (shared/reference/pytorch_allocator.md section 3):
+// one segment per (stream, pool) reserving 9/8 of device memory in VA; pages of
+// 2 MiB (small pool) or large_segment_size (20 MiB, large pool) mapped on
+// demand, whole pages at a time; best fit ranked by "expandable size" (a block
+// plus the unmapped space after it); growth at the lowest-address free+unmapped
+// run that fits; splitting whenever the remainder is >= 512 B; free pages
+// unmapped only by the OOM retry or empty_cache (release_cached_blocks), whole
+// pages only. Reserved bytes = mapped bytes. Thread-safety: not thread-safe.
 #ifndef FRAGFREE_BENCH_REPLAY_EXPANDABLE_POLICY_H_
 #define FRAGFREE_BENCH_REPLAY_EXPANDABLE_POLICY_H_
 
@@ -98,8 +98,8 @@ class ExpandablePolicy final : public ReplayPolicy {
   void SpliceAfter(int32_t b, int32_t after);  // links b right after `after`
 
   int32_t GetFreeBlock(Pool& pool, uint64_t stream, uint64_t size);
-  int32_t TryAllocateExpandableBlock(Pool& pool, uint64_t stream,
-                                     uint64_t size, bool small);
+  int32_t TryAllocateExpandableBlock(Pool& pool, uint64_t stream, uint64_t size,
+                                     bool small);
   int32_t FindExpandableBlock(Pool& pool, uint64_t stream, uint64_t size,
                               bool small);
   bool MapBlock(int32_t b, uint64_t size);

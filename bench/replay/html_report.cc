@@ -88,9 +88,8 @@ std::string Chart(const ReplayResult& r, uint64_t events, double y_max_gib) {
   const auto& t = r.timeline;
   for (size_t i = 0; i < t.size(); ++i) {
     const double x0 = x(static_cast<double>(t[i].first_event));
-    const double x1 = x(i + 1 < t.size()
-                            ? static_cast<double>(t[i + 1].first_event)
-                            : x_max);
+    const double x1 =
+        x(i + 1 < t.size() ? static_cast<double>(t[i + 1].first_event) : x_max);
     const double lv = y(static_cast<double>(t[i].live_bytes) / kGiB);
     const double rv = y(static_cast<double>(t[i].reserved_bytes) / kGiB);
     absl::StrAppendFormat(&live, " %.1f,%.1f %.1f,%.1f", x0, lv, x1, lv);
@@ -121,10 +120,9 @@ std::string TableHtml(const TraceReport& report) {
     const PolicyFigures& f = p.replay.figures;
     std::string min_capacity = "&ndash;";
     if (p.min_capacity_searched) {
-      min_capacity =
-          p.min_capacity.found
-              ? FormatGiB(p.min_capacity.bytes)
-              : absl::StrCat("&gt; ", FormatGiB(p.capacity_bytes));
+      min_capacity = p.min_capacity.found
+                         ? FormatGiB(p.min_capacity.bytes)
+                         : absl::StrCat("&gt; ", FormatGiB(p.capacity_bytes));
     }
     absl::StrAppendFormat(
         &out,
@@ -132,9 +130,9 @@ std::string TableHtml(const TraceReport& report) {
         "<td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td>"
         "<td>%d</td></tr>\n",
         Escape(p.replay.policy), FormatGiB(f.peak_allocated_bytes),
-        FormatGiB(f.peak_reserved_bytes), UAlloc(f),
-        FormatGiB(WasteBytes(f)), min_capacity, f.maps, f.unmaps, f.remaps,
-        p.replay.all_calls.p50_ns, p.replay.all_calls.p99_ns, p.replay.ooms);
+        FormatGiB(f.peak_reserved_bytes), UAlloc(f), FormatGiB(WasteBytes(f)),
+        min_capacity, f.maps, f.unmaps, f.remaps, p.replay.all_calls.p50_ns,
+        p.replay.all_calls.p99_ns, p.replay.ooms);
   }
   absl::StrAppend(&out, "</table>\n");
   return out;
@@ -185,11 +183,11 @@ std::string RenderHtml(const std::vector<TraceReport>& reports) {
     const double y_max_gib =
         std::max(1e-3, static_cast<double>(y_max) / kGiB * 1.05);
     for (const PolicyReport& p : report.policies) {
-      absl::StrAppendFormat(
-          &html, "<h3>%s: peak reserved %s, U_alloc %.3f</h3>\n",
-          Escape(p.replay.policy),
-          FormatGiB(p.replay.figures.peak_reserved_bytes),
-          UAlloc(p.replay.figures));
+      absl::StrAppendFormat(&html,
+                            "<h3>%s: peak reserved %s, U_alloc %.3f</h3>\n",
+                            Escape(p.replay.policy),
+                            FormatGiB(p.replay.figures.peak_reserved_bytes),
+                            UAlloc(p.replay.figures));
       absl::StrAppend(&html, Chart(p.replay, report.events, y_max_gib));
     }
   }

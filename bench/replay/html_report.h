@@ -1,7 +1,7 @@
-// RenderHtml: one self-contained HTML page (inline CSS and SVG; no scripts, fonts
-// or other external resources) with, per trace, the figures table and a chart per
-// policy of live vs reserved bytes over the trace (event index on x), drawn from
-// the replay's sampled timeline so the page stays small.
+// RenderHtml: one self-contained HTML page (inline CSS and SVG; no scripts,
+// fonts or other external resources) with, per trace, the figures table and a
+// chart per policy of live vs reserved bytes over the trace (event index on x),
+// drawn from the replay's sampled timeline so the page stays small.
 // Thread-safety: pure function.
 #ifndef FRAGFREE_BENCH_REPLAY_HTML_REPORT_H_
 #define FRAGFREE_BENCH_REPLAY_HTML_REPORT_H_

@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<LineReader>> LineReader::OpenFile(
   gzFile gz = gzopen(path.c_str(), "rb");
   if (gz == nullptr) {
     const int err = errno;
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ",
-                     err != 0 ? std::strerror(err) : "out of memory"));
+    return absl::NotFoundError(absl::StrCat(
+        path,
+        ": cannot open: ", err != 0 ? std::strerror(err) : "out of memory"));
   }
   gzbuffer(gz, 256 * 1024);
   std::unique_ptr<LineReader> reader(new LineReader(path));
@@ -65,17 +65,18 @@ bool LineReader::Fill() {
     buf_.resize(buf_.size() + kChunkBytes);
   }
   gzFile gz = static_cast<gzFile>(gz_);
-  const int n = gzread(gz, buf_.data() + end_,
-                       static_cast<unsigned>(buf_.size() - end_));
+  const int n =
+      gzread(gz, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
   int errnum = Z_OK;
   const char* message = gzerror(gz, &errnum);
   if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
-    const char* what = errnum == Z_BUF_ERROR
-                           ? "unexpected end of compressed data (truncated .gz?)"
-                           : message;
+    const char* what =
+        errnum == Z_BUF_ERROR
+            ? "unexpected end of compressed data (truncated .gz?)"
+            : message;
     if (errnum == Z_ERRNO) what = std::strerror(errno);
-    status_ = absl::DataLossError(absl::StrCat(
-        name_, ":", line_number_ + 1, ": read error: ", what));
+    status_ = absl::DataLossError(
+        absl::StrCat(name_, ":", line_number_ + 1, ": read error: ", what));
     return false;
   }
   if (n == 0) {

@@ -1,7 +1,7 @@
-// LineReader: reads a text file line by line, gzip'd or not (zlib detects which), or
-// lines from a string (for tests). Reports I/O and decompression errors (a truncated
-// .gz) through status() with the file name and the line reached.
-// Thread-safety: not thread-safe; one reader per thread.
+// LineReader: reads a text file line by line, gzip'd or not (zlib detects
+// which), or lines from a string (for tests). Reports I/O and decompression
+// errors (a truncated .gz) through status() with the file name and the line
+// reached. Thread-safety: not thread-safe; one reader per thread.
 #ifndef FRAGFREE_BENCH_REPLAY_LINE_READER_H_
 #define FRAGFREE_BENCH_REPLAY_LINE_READER_H_
 
@@ -29,8 +29,8 @@ class LineReader {
   LineReader& operator=(const LineReader&) = delete;
 
   // Stores the next line (without its '\n' or "\r\n") and returns true; returns
-  // false at the end of the input or on an error (then status() says which). The
-  // view is valid until the next call.
+  // false at the end of the input or on an error (then status() says which).
+  // The view is valid until the next call.
   bool Next(std::string_view* line);
 
   // 1-based number of the line last returned by Next.

@@ -1,7 +1,7 @@
-// fragfree-replay: replays allocation traces through allocator models (PyTorch's
-// native and expandable-segments allocators, fragfree's engine) and reports
-// fragmentation, minimum capacity and per-call latency. See docs/replay.md.
-// Thread-safety: single-threaded program.
+// fragfree-replay: replays allocation traces through allocator models
+// (PyTorch's native and expandable-segments allocators, fragfree's engine) and
+// reports fragmentation, minimum capacity and per-call latency. See
+// docs/replay.md. Thread-safety: single-threaded program.
 #include <iostream>
 #include <string>
 #include <vector>

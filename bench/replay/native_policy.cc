@@ -86,8 +86,7 @@ void NativePolicy::Free(uint64_t id) {
   FreeBlock(b);
 }
 
-int32_t NativePolicy::GetFreeBlock(Pool& pool, uint64_t stream,
-                                   uint64_t size) {
+int32_t NativePolicy::GetFreeBlock(Pool& pool, uint64_t stream, uint64_t size) {
   auto it = pool.lower_bound(Key{stream, size, 0, kNone});
   if (it == pool.end() || it->stream != stream) return kNone;
   const uint64_t max_split = alloc_config_.max_split_size;
@@ -136,8 +135,7 @@ bool NativePolicy::ReleaseAvailableCachedBlocks(Pool& pool, uint64_t stream,
   --it;
   uint64_t released = 0;
   std::vector<int32_t> victims;
-  while (released < key_size && it->size >= max_split &&
-         it->stream == stream) {
+  while (released < key_size && it->size >= max_split && it->stream == stream) {
     victims.push_back(it->block);
     released += it->size;
     if (it == pool.begin()) break;
@@ -255,14 +253,12 @@ absl::Status NativePolicy::CheckInvariants() const {
     }
   }
   if (reserved != reserved_) {
-    return absl::InternalError(
-        absl::StrCat("reserved ", reserved_, " but segments add up to ",
-                     reserved));
+    return absl::InternalError(absl::StrCat(
+        "reserved ", reserved_, " but segments add up to ", reserved));
   }
   if (allocated != allocated_) {
-    return absl::InternalError(
-        absl::StrCat("allocated ", allocated_, " but blocks add up to ",
-                     allocated));
+    return absl::InternalError(absl::StrCat(
+        "allocated ", allocated_, " but blocks add up to ", allocated));
   }
   if (free_blocks != small_pool_.size() + large_pool_.size()) {
     return absl::InternalError("pools hold blocks that are not free");

@@ -1,14 +1,14 @@
 // NativePolicy: a model of PyTorch's default CUDA caching allocator
 // (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, per
-// shared/reference/pytorch_allocator.md section 4), without expandable segments:
-// round_size, small (<= 1 MiB) and large pools, segments of get_allocation_size()
-// bytes, best fit keyed (stream, size, address) so a block is reused only on its
-// allocation stream, should_split, the oversize rules of max_split_size, coalescing
-// of free neighbours inside a segment, and the retry ladder on OOM
-// (release_available_cached_blocks, then release_cached_blocks, then OOM).
-// Reserved bytes are the segments currently "cudaMalloc'd"; capacity bounds them.
-// Addresses are simulated (never dereferenced).
-// Thread-safety: not thread-safe.
+// shared/reference/pytorch_allocator.md section 4), without expandable
+// segments: round_size, small (<= 1 MiB) and large pools, segments of
+// get_allocation_size() bytes, best fit keyed (stream, size, address) so a
+// block is reused only on its allocation stream, should_split, the oversize
+// rules of max_split_size, coalescing of free neighbours inside a segment, and
+// the retry ladder on OOM (release_available_cached_blocks, then
+// release_cached_blocks, then OOM). Reserved bytes are the segments currently
+// "cudaMalloc'd"; capacity bounds them. Addresses are simulated (never
+// dereferenced). Thread-safety: not thread-safe.
 #ifndef FRAGFREE_BENCH_REPLAY_NATIVE_POLICY_H_
 #define FRAGFREE_BENCH_REPLAY_NATIVE_POLICY_H_
 
@@ -78,8 +78,7 @@ class NativePolicy final : public ReplayPolicy {
   int32_t GetFreeBlock(Pool& pool, uint64_t stream, uint64_t size);
   int32_t AllocBlock(uint64_t alloc_size, uint64_t stream, bool small,
                      bool is_retry);
-  bool ReleaseAvailableCachedBlocks(Pool& pool, uint64_t stream,
-                                    uint64_t size);
+  bool ReleaseAvailableCachedBlocks(Pool& pool, uint64_t stream, uint64_t size);
   bool ReleaseCachedBlocks();
   void ReleaseBlock(int32_t b);  // gives a whole free segment back
   bool ShouldSplit(const Block& block, uint64_t size) const;

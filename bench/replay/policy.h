@@ -1,7 +1,8 @@
-// ReplayPolicy: one allocator model behind one interface, so the replayer can run a
-// trace through any of them and compare figures. A policy is constructed with its
-// capacity (the device memory it may reserve) and owns all its state.
-// Thread-safety: policies are not thread-safe; a replay drives one from one thread.
+// ReplayPolicy: one allocator model behind one interface, so the replayer can
+// run a trace through any of them and compare figures. A policy is constructed
+// with its capacity (the device memory it may reserve) and owns all its state.
+// Thread-safety: policies are not thread-safe; a replay drives one from one
+// thread.
 #ifndef FRAGFREE_BENCH_REPLAY_POLICY_H_
 #define FRAGFREE_BENCH_REPLAY_POLICY_H_
 
@@ -34,9 +35,9 @@ struct PolicyFigures {
   uint64_t peak_allocated_bytes = 0;
   uint64_t reserved_bytes = 0;  // segments cudaMalloc'd, or pages mapped
   uint64_t peak_reserved_bytes = 0;
-  uint64_t maps = 0;    // segment allocations (native) or map calls
-  uint64_t unmaps = 0;  // segment frees (native) or unmap calls
-  uint64_t remaps = 0;  // pages moved to serve another range (fragfree)
+  uint64_t maps = 0;           // segments cudaMalloc'd (native) or pages mapped
+  uint64_t unmaps = 0;         // segments cudaFree'd (native) or pages unmapped
+  uint64_t remaps = 0;         // pages moved to serve another range (fragfree)
   uint64_t alloc_retries = 0;  // OOMs recovered by releasing cached memory
   uint64_t ooms = 0;           // Alloc calls that returned false
   // Policy-specific extras for the JSON output, e.g. {"pages_mapped", n}.
@@ -48,9 +49,9 @@ class ReplayPolicy {
   virtual ~ReplayPolicy() = default;
 
   virtual std::string name() const = 0;
-  // Allocates `size` bytes for allocation `id` on `stream`. Returns false when the
-  // policy is out of memory after everything it does to recover (an OOM); the id
-  // is then not live. Ids are dense (0, 1, 2, ...) and never reused.
+  // Allocates `size` bytes for allocation `id` on `stream`. Returns false when
+  // the policy is out of memory after everything it does to recover (an OOM);
+  // the id is then not live. Ids are dense (0, 1, 2, ...) and never reused.
   virtual bool Alloc(uint64_t id, uint64_t size, uint64_t stream) = 0;
   // Frees a live allocation. The memory is reusable at once (the trace records
   // frees when they completed).
@@ -62,10 +63,14 @@ class ReplayPolicy {
   virtual void EmptyCache() = 0;
   // Recounts the policy's structures and checks its invariants (for tests).
   virtual absl::Status CheckInvariants() const { return absl::OkStatus(); }
+  // The first failure other than running out of memory (an engine error); a
+  // replay that saw one is not to be trusted.
+  virtual absl::Status status() const { return absl::OkStatus(); }
 };
 
-using PolicyFactory = std::function<absl::StatusOr<std::unique_ptr<ReplayPolicy>>(
-    const PolicyConfig&)>;
+using PolicyFactory =
+    std::function<absl::StatusOr<std::unique_ptr<ReplayPolicy>>(
+        const PolicyConfig&)>;
 
 }  // namespace fragfree::replay
 

@@ -7,20 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/replay/expandable_policy.h"
-#include "bench/replay/native_policy.h"
-#ifndef FRAGFREE_REPLAY_NO_ENGINE
 #include "bench/replay/fragfree_policy.h"
-#endif
+#include "bench/replay/native_policy.h"
 
 namespace fragfree::replay {
 
 const std::vector<std::string>& AllPolicyNames() {
-  static const auto* const kNames = new std::vector<std::string>{
-#ifndef FRAGFREE_REPLAY_NO_ENGINE
-      "native", "expandable", "fragfree"};
-#else
-      "native", "expandable"};
-#endif
+  static const auto* const kNames =
+      new std::vector<std::string>{"native", "expandable", "fragfree"};
   return *kNames;
 }
 
@@ -28,31 +22,26 @@ absl::StatusOr<PolicyFactory> MakePolicyFactory(std::string_view name,
                                                 const PolicyOptions& options) {
   const PytorchAllocConfig pytorch = options.pytorch;
   if (name == "native") {
-    return PolicyFactory(
-        [pytorch](const PolicyConfig& config)
-            -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
-          return std::make_unique<NativePolicy>(config, pytorch);
-        });
+    return PolicyFactory([pytorch](const PolicyConfig& config)
+                             -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
+      return std::make_unique<NativePolicy>(config, pytorch);
+    });
   }
   if (name == "expandable") {
-    return PolicyFactory(
-        [pytorch](const PolicyConfig& config)
-            -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
-          return std::make_unique<ExpandablePolicy>(config, pytorch);
-        });
+    return PolicyFactory([pytorch](const PolicyConfig& config)
+                             -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
+      return std::make_unique<ExpandablePolicy>(config, pytorch);
+    });
   }
-#ifndef FRAGFREE_REPLAY_NO_ENGINE
   if (name == "fragfree") {
-    return PolicyFactory(
-        [](const PolicyConfig& config)
-            -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
-          absl::StatusOr<std::unique_ptr<FragfreePolicy>> policy =
-              FragfreePolicy::Create(config);
-          if (!policy.ok()) return policy.status();
-          return std::unique_ptr<ReplayPolicy>(std::move(*policy));
-        });
+    return PolicyFactory([](const PolicyConfig& config)
+                             -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
+      absl::StatusOr<std::unique_ptr<FragfreePolicy>> policy =
+          FragfreePolicy::Create(config);
+      if (!policy.ok()) return policy.status();
+      return std::unique_ptr<ReplayPolicy>(std::move(*policy));
+    });
   }
-#endif
   return absl::InvalidArgumentError(
       absl::StrCat("unknown policy '", std::string(name), "' (want one of ",
                    absl::StrJoin(AllPolicyNames(), ", "), ")"));

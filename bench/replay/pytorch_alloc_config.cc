@@ -1,5 +1,5 @@
-// Implementation of pytorch_alloc_config.h (mirrors c10/core/AllocatorConfig.cpp
-// and DeviceCachingAllocator's size helpers).
+// Implementation of pytorch_alloc_config.h (mirrors
+// c10/core/AllocatorConfig.cpp and DeviceCachingAllocator's size helpers).
 // Thread-safety: pure functions.
 #include "bench/replay/pytorch_alloc_config.h"
 
@@ -68,7 +68,8 @@ bool IsIgnoredKey(std::string_view key) {
 
 }  // namespace
 
-absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(std::string_view conf) {
+absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(
+    std::string_view conf) {
   PytorchAllocConfig config;
   const std::vector<std::string> t = Tokenize(conf);
   uint64_t max_split_mb = 0;
@@ -159,7 +160,8 @@ absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(std::string_view conf) 
       return Bad(absl::StrCat("unrecognised key '", key, "'"));
     }
     if (i < t.size()) {
-      if (t[i] != ",") return Bad(absl::StrCat("expected ',' before '", t[i], "'"));
+      if (t[i] != ",")
+        return Bad(absl::StrCat("expected ',' before '", t[i], "'"));
       ++i;
     }
   }

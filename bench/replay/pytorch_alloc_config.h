@@ -1,8 +1,8 @@
-// PyTorch's caching-allocator settings and size rules, as the native and expandable
-// models use them (shared/reference/pytorch_allocator.md section 4):
-// round_size with roundup_power2_divisions, the small/large split, the segment size
-// asked of cudaMalloc, and the subset of PYTORCH_CUDA_ALLOC_CONF that changes them.
-// Thread-safety: pure functions over an immutable config.
+// PyTorch's caching-allocator settings and size rules, as the native and
+// expandable models use them (shared/reference/pytorch_allocator.md section 4):
+// round_size with roundup_power2_divisions, the small/large split, the segment
+// size asked of cudaMalloc, and the subset of PYTORCH_CUDA_ALLOC_CONF that
+// changes them. Thread-safety: pure functions over an immutable config.
 #ifndef FRAGFREE_BENCH_REPLAY_PYTORCH_ALLOC_CONFIG_H_
 #define FRAGFREE_BENCH_REPLAY_PYTORCH_ALLOC_CONFIG_H_
 
@@ -16,11 +16,12 @@
 
 namespace fragfree::replay {
 
-inline constexpr uint64_t kMinBlockSize = 512;        // kMinBlockSize
-inline constexpr uint64_t kSmallSize = 1 * kMiB;      // largest small request
-inline constexpr uint64_t kSmallBuffer = 2 * kMiB;    // small segment / page
-inline constexpr uint64_t kMinLargeAlloc = 10 * kMiB; // below: one 20 MiB segment
-inline constexpr uint64_t kRoundLarge = 2 * kMiB;     // large segment rounding
+inline constexpr uint64_t kMinBlockSize = 512;      // kMinBlockSize
+inline constexpr uint64_t kSmallSize = 1 * kMiB;    // largest small request
+inline constexpr uint64_t kSmallBuffer = 2 * kMiB;  // small segment / page
+inline constexpr uint64_t kMinLargeAlloc =
+    10 * kMiB;                                     // below: one 20 MiB segment
+inline constexpr uint64_t kRoundLarge = 2 * kMiB;  // large segment rounding
 
 struct PytorchAllocConfig {
   // Blocks this large are never split ("oversize"). Unlimited by default.

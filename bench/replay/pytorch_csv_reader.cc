@@ -56,20 +56,21 @@ absl::Status ReadPytorchCsvRows(LineReader& reader,
     uint64_t stream = 0;
     int64_t time_us = 0;
     if (!ParseAddress(f[kAddr], &addr)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad addr '", std::string(f[kAddr]), "' (want a decimal integer)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad addr '", std::string(f[kAddr]), "' (want a decimal integer)"));
     }
     if (!ParseDecimalU64(f[kSize], &size)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad size '", std::string(f[kSize]), "' (want a decimal integer)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad size '", std::string(f[kSize]), "' (want a decimal integer)"));
     }
     if (!ParseStream(f[kStream], &stream)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad stream '", std::string(f[kStream]), "' (want an integer)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad stream '", std::string(f[kStream]), "' (want an integer)"));
     }
     if (!ParseDecimalI64(f[kTime], &time_us)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad time_us '", std::string(f[kTime]), "' (want a decimal integer)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad time_us '", std::string(f[kTime]),
+                       "' (want a decimal integer)"));
     }
     const std::string_view action = f[kAction];
     if (action == "alloc") {

@@ -1,10 +1,11 @@
 // Reader for the CSV of shared/traces/ (format "csv"): header
-// `action,addr,size,stream,time_us`, one PyTorch trace entry per line, as written by
-// workloads/train.py or bench/replay/snapshot_to_csv.py. `alloc` opens an
-// allocation, `free_completed` (when the memory really became reusable) closes the
-// latest one at that address; `free_requested` and PyTorch's other actions
-// (segment_*, snapshot, oom) are valid but carry no event; anything else is an error.
-// Thread-safety: not thread-safe (one reader, one trace).
+// `action,addr,size,stream,time_us`, one PyTorch trace entry per line, as
+// written by workloads/train.py or bench/replay/snapshot_to_csv.py. `alloc`
+// opens an allocation, `free_completed` (when the memory really became
+// reusable) closes the latest one at that address; `free_requested` and
+// PyTorch's other actions (segment_*, snapshot, oom) are valid but carry no
+// event; anything else is an error. Thread-safety: not thread-safe (one reader,
+// one trace).
 #ifndef FRAGFREE_BENCH_REPLAY_PYTORCH_CSV_READER_H_
 #define FRAGFREE_BENCH_REPLAY_PYTORCH_CSV_READER_H_
 

@@ -118,6 +118,7 @@ ReplayResult Replay(const Trace& trace, ReplayPolicy& policy,
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.events = r.allocs + r.frees;
   r.figures = policy.figures();
+  r.policy_status = policy.status();
   if (options.time_calls) {
     std::vector<uint32_t> all;
     all.reserve(alloc_ns.size() + free_ns.size());
@@ -146,7 +147,9 @@ absl::StatusOr<MinCapacity> FindMinCapacity(const Trace& trace,
     absl::StatusOr<std::unique_ptr<ReplayPolicy>> policy = factory(config);
     if (!policy.ok()) return policy.status();
     ++result.replays;
-    return Replay(trace, **policy, options).ooms == 0;
+    const ReplayResult r = Replay(trace, **policy, options);
+    if (!r.policy_status.ok()) return r.policy_status;
+    return r.ooms == 0;
   };
   auto align_up = [&](uint64_t v) {
     return (v + granularity - 1) / granularity * granularity;

@@ -1,10 +1,11 @@
 // Replay: drives a trace through one policy and measures it: peak live and
-// reserved bytes, per-call latency (steady clock around every Alloc/Free), and a
-// timeline of live vs reserved bytes reduced to at most N points (each point the
-// maximum over its stretch of events, so peaks survive the sampling).
+// reserved bytes, per-call latency (steady clock around every Alloc/Free), and
+// a timeline of live vs reserved bytes reduced to at most N points (each point
+// the maximum over its stretch of events, so peaks survive the sampling).
 // FindMinCapacity: the smallest capacity (to a granularity) at which the whole
 // trace replays through fresh instances of a policy without an OOM.
-// Thread-safety: functions over caller-owned objects; not thread-safe per policy.
+// Thread-safety: functions over caller-owned objects; not thread-safe per
+// policy.
 #ifndef FRAGFREE_BENCH_REPLAY_REPLAYER_H_
 #define FRAGFREE_BENCH_REPLAY_REPLAYER_H_
 
@@ -52,6 +53,7 @@ struct ReplayResult {
   double seconds = 0;  // wall time of the replay loop
   std::vector<TimelinePoint> timeline;
   absl::Status invariant_error;  // first invariant failure (if checked)
+  absl::Status policy_status;    // ReplayPolicy::status() after the replay
 };
 
 ReplayResult Replay(const Trace& trace, ReplayPolicy& policy,
@@ -67,9 +69,10 @@ struct MinCapacity {
 };
 
 // Binary search over capacities that are multiples of `granularity` (and
-// `base.capacity_bytes` itself). `known_fit`, if non-zero, is a capacity already
-// known to fit (the peak reserved of an OOM-free replay at base capacity: a
-// replay never reserving more than that behaves identically at that capacity).
+// `base.capacity_bytes` itself). `known_fit`, if non-zero, is a capacity
+// already known to fit (the peak reserved of an OOM-free replay at base
+// capacity: a replay never reserving more than that behaves identically at that
+// capacity).
 absl::StatusOr<MinCapacity> FindMinCapacity(const Trace& trace,
                                             const PolicyFactory& factory,
                                             const PolicyConfig& base,

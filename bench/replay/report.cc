@@ -40,10 +40,10 @@ std::string FormatGiB(uint64_t bytes) {
 }
 
 std::string FormatTable(const TraceReport& report) {
-  std::string out = absl::StrFormat(
-      "trace %s (%s): %d events, %d allocations, peak live %s", report.path,
-      report.format, report.events, report.allocations,
-      FormatGiB(report.peak_live_bytes));
+  std::string out =
+      absl::StrFormat("trace %s (%s): %d events, %d allocations, peak live %s",
+                      report.path, report.format, report.events,
+                      report.allocations, FormatGiB(report.peak_live_bytes));
   if (report.skipped_lines > 0) {
     absl::StrAppend(&out, ", ", report.skipped_lines, " bad lines skipped");
   }
@@ -52,8 +52,9 @@ std::string FormatTable(const TraceReport& report) {
   }
   absl::StrAppend(&out, "\n");
   const std::vector<std::string> header = {
-      "policy", "peak alloc", "peak reserved", "U_alloc", "waste",
-      "min capacity", "maps", "unmaps", "remaps", "p50 ns", "p99 ns", "OOMs"};
+      "policy", "peak alloc",   "peak reserved", "U_alloc",
+      "waste",  "min capacity", "maps",          "unmaps",
+      "remaps", "p50 ns",       "p99 ns",        "OOMs"};
   std::vector<std::vector<std::string>> rows = {header};
   for (const PolicyReport& p : report.policies) {
     const PolicyFigures& f = p.replay.figures;
@@ -63,15 +64,13 @@ std::string FormatTable(const TraceReport& report) {
                          ? FormatGiB(p.min_capacity.bytes)
                          : absl::StrCat("> ", FormatGiB(p.capacity_bytes));
     }
-    rows.push_back({p.replay.policy, FormatGiB(f.peak_allocated_bytes),
-                    FormatGiB(f.peak_reserved_bytes),
-                    absl::StrFormat("%.3f", UAlloc(f)),
-                    FormatGiB(WasteBytes(f)), min_capacity,
-                    absl::StrCat(f.maps), absl::StrCat(f.unmaps),
-                    absl::StrCat(f.remaps),
-                    absl::StrCat(p.replay.all_calls.p50_ns),
-                    absl::StrCat(p.replay.all_calls.p99_ns),
-                    absl::StrCat(p.replay.ooms)});
+    rows.push_back(
+        {p.replay.policy, FormatGiB(f.peak_allocated_bytes),
+         FormatGiB(f.peak_reserved_bytes), absl::StrFormat("%.3f", UAlloc(f)),
+         FormatGiB(WasteBytes(f)), min_capacity, absl::StrCat(f.maps),
+         absl::StrCat(f.unmaps), absl::StrCat(f.remaps),
+         absl::StrCat(p.replay.all_calls.p50_ns),
+         absl::StrCat(p.replay.all_calls.p99_ns), absl::StrCat(p.replay.ooms)});
   }
   std::vector<size_t> width(header.size(), 0);
   for (const auto& row : rows) {

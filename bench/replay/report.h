@@ -1,7 +1,7 @@
-// Report: what fragfree-replay found for one trace, and its text forms: an aligned
-// table for people and one JSON object per line per policy for scripts. (The HTML
-// page lives in html_report.h.)
-// Thread-safety: value types and pure functions.
+// Report: what fragfree-replay found for one trace, and its text forms: an
+// aligned table for people and one JSON object per line per policy for scripts.
+// (The HTML page lives in html_report.h.) Thread-safety: value types and pure
+// functions.
 #ifndef FRAGFREE_BENCH_REPLAY_REPORT_H_
 #define FRAGFREE_BENCH_REPLAY_REPORT_H_
 

@@ -81,8 +81,9 @@ absl::Status ReadRmmCsvRows(LineReader& reader,
     uint64_t size = 0;
     uint64_t stream = 0;
     if (!ParseDecimalU64(f[kThread], &thread)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad Thread '", std::string(f[kThread]), "' (want a decimal thread id)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad Thread '", std::string(f[kThread]),
+                       "' (want a decimal thread id)"));
     }
     if (!ParseRmmTime(f[kTime], &time_us)) {
       return absl::InvalidArgumentError(
@@ -91,19 +92,22 @@ absl::Status ReadRmmCsvRows(LineReader& reader,
     }
     const std::string_view action = f[kAction];
     const bool failure = action == "allocate failure";
-    // A failed allocation logs a null pointer, which RMM prints in several ways.
+    // A failed allocation logs a null pointer, which RMM prints in several
+    // ways.
     if (!ParseHexU64(f[kPointer], &pointer) &&
         !(failure && (f[kPointer] == "(nil)" || f[kPointer] == "nullptr"))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad Pointer '", std::string(f[kPointer]), "' (want a hexadecimal address)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad Pointer '", std::string(f[kPointer]),
+                       "' (want a hexadecimal address)"));
     }
     if (!ParseDecimalU64(f[kSize], &size)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad Size '", std::string(f[kSize]), "' (want a decimal integer)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad Size '", std::string(f[kSize]), "' (want a decimal integer)"));
     }
     if (!ParseHexU64(f[kStream], &stream)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad Stream '", std::string(f[kStream]), "' (want a hexadecimal stream handle)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad Stream '", std::string(f[kStream]),
+                       "' (want a hexadecimal stream handle)"));
     }
     if (action == "allocate") {
       return builder.Alloc(pointer, size, stream, time_us, line);

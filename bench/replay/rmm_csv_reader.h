@@ -2,9 +2,9 @@
 // `Thread,Time,Action,Pointer,Size,Stream`. Actions `allocate` and `free` (also
 // `deallocate`, as RMM's user guide spells it); `allocate failure` lines (an
 // allocation that failed in the recorded run) are valid but carry no event.
-// Pointer and Stream are hexadecimal with or without 0x. Time is HH:MM:SS.ffffff,
-// HH:MM:SS:ffffff (older RMM) or seconds since the epoch with a fraction.
-// Thread-safety: not thread-safe (one reader, one trace).
+// Pointer and Stream are hexadecimal with or without 0x. Time is
+// HH:MM:SS.ffffff, HH:MM:SS:ffffff (older RMM) or seconds since the epoch with
+// a fraction. Thread-safety: not thread-safe (one reader, one trace).
 #ifndef FRAGFREE_BENCH_REPLAY_RMM_CSV_READER_H_
 #define FRAGFREE_BENCH_REPLAY_RMM_CSV_READER_H_
 

@@ -10,12 +10,11 @@
 
 namespace fragfree::replay {
 
-absl::Status ForEachRow(
-    LineReader& reader, const std::vector<size_t>& columns,
-    const ReadOptions& options, Trace* trace,
-    absl::FunctionRef<absl::Status(const std::string_view* fields,
-                                   uint64_t line)>
-        row) {
+absl::Status ForEachRow(LineReader& reader, const std::vector<size_t>& columns,
+                        const ReadOptions& options, Trace* trace,
+                        absl::FunctionRef<absl::Status(
+                            const std::string_view* fields, uint64_t line)>
+                            row) {
   std::string_view raw[kMaxColumns + 1];
   std::string_view fields[kMaxColumns];
   const size_t want = columns.size();
@@ -26,9 +25,9 @@ absl::Status ForEachRow(
     absl::Status status;
     const size_t count = SplitCsv(line, raw, kMaxColumns + 1);
     if (count != want) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "expected ", want, " comma-separated fields, found ", count,
-          count < want ? " (truncated line?)" : ""));
+      status = absl::InvalidArgumentError(
+          absl::StrCat("expected ", want, " comma-separated fields, found ",
+                       count, count < want ? " (truncated line?)" : ""));
     } else {
       for (size_t i = 0; i < want; ++i) fields[i] = raw[columns[i]];
       status = row(fields, line_number);
@@ -50,9 +49,9 @@ absl::Status ForEachRow(
   }
   if (!reader.status().ok()) return reader.status();
   if (reader.last_line_unterminated()) {
-    trace->warnings.push_back(absl::StrCat(
-        reader.name(), ":", reader.line_number(),
-        ": last line has no newline; the file may be truncated"));
+    trace->warnings.push_back(
+        absl::StrCat(reader.name(), ":", reader.line_number(),
+                     ": last line has no newline; the file may be truncated"));
   }
   return absl::OkStatus();
 }

@@ -21,8 +21,7 @@ absl::Status TraceBuilder::Alloc(uint64_t addr, uint64_t size, uint64_t stream,
   return absl::OkStatus();
 }
 
-absl::Status TraceBuilder::Free(uint64_t addr, int64_t time_us,
-                                uint64_t line) {
+absl::Status TraceBuilder::Free(uint64_t addr, int64_t time_us, uint64_t line) {
   auto it = live_.find(addr);
   if (it == live_.end()) {
     return absl::InvalidArgumentError(absl::StrFormat(

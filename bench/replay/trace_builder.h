@@ -1,8 +1,8 @@
 // TraceBuilder: turns address-keyed alloc/free records into a Trace of id-keyed
 // events. A free pairs with the latest allocation at its address that is still
-// live; an allocation at an address that is still live, and a free of an address
-// with no live allocation, are errors (the caller decides whether to skip the line).
-// Thread-safety: not thread-safe.
+// live; an allocation at an address that is still live, and a free of an
+// address with no live allocation, are errors (the caller decides whether to
+// skip the line). Thread-safety: not thread-safe.
 #ifndef FRAGFREE_BENCH_REPLAY_TRACE_BUILDER_H_
 #define FRAGFREE_BENCH_REPLAY_TRACE_BUILDER_H_
 

@@ -18,8 +18,9 @@ absl::StatusOr<TraceFormat> ParseTraceFormat(std::string_view name) {
   if (name == "auto") return TraceFormat::kAuto;
   if (name == "csv") return TraceFormat::kCsv;
   if (name == "rmm") return TraceFormat::kRmm;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown trace format '", std::string(name), "' (want auto, csv or rmm)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown trace format '",
+                                                 std::string(name),
+                                                 "' (want auto, csv or rmm)"));
 }
 
 absl::StatusOr<Trace> ReadTrace(const std::string& path, TraceFormat format,

@@ -1,7 +1,8 @@
 // ReadTrace: opens a trace file (gzip'd or not), recognises its format from the
-// header line (or takes the one the user named) and returns the normalised Trace.
-// Every problem is an error naming the file (and the line, for line problems).
-// Thread-safety: pure functions; independent calls may run concurrently.
+// header line (or takes the one the user named) and returns the normalised
+// Trace. Every problem is an error naming the file (and the line, for line
+// problems). Thread-safety: pure functions; independent calls may run
+// concurrently.
 #ifndef FRAGFREE_BENCH_REPLAY_TRACE_READER_H_
 #define FRAGFREE_BENCH_REPLAY_TRACE_READER_H_
 

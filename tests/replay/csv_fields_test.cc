@@ -43,8 +43,7 @@ TEST(CsvFieldsTest, ParsesNumbersStrictly) {
 }
 
 TEST(CsvFieldsTest, MapsColumns) {
-  absl::StatusOr<std::vector<size_t>> m =
-      MapColumns({"b", "a"}, {"a", "b"});
+  absl::StatusOr<std::vector<size_t>> m = MapColumns({"b", "a"}, {"a", "b"});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*m, (std::vector<size_t>{1, 0}));
   EXPECT_FALSE(MapColumns({"a"}, {"a", "b"}).ok());

@@ -75,8 +75,10 @@ TEST(NativePolicyTest, BestFitTakesTheSmallestBlockThatFits) {
   p.Free(0);
   p.Free(1);
   p.Free(2);
-  ASSERT_TRUE(p.Alloc(3, 29 * kMiB, 0));  // the 30 MiB segment; split 1 MiB? no
-  EXPECT_EQ(p.figures().allocated_bytes, 30 * kMiB);  // remainder 1 MiB kept
+  // 29 MiB takes the 30 MiB block; the 1 MiB remainder is not > 1 MiB, so
+  // the block is not split.
+  ASSERT_TRUE(p.Alloc(3, 29 * kMiB, 0));
+  EXPECT_EQ(p.figures().allocated_bytes, 30 * kMiB);
   EXPECT_EQ(p.reserved_bytes(), 120 * kMiB);
 }
 
@@ -158,8 +160,8 @@ TEST(NativePolicyTest, InvariantsHoldUnderARandomWorkload) {
   uint64_t next_id = 0;
   for (int step = 0; step < 20000; ++step) {
     if (live.empty() || rng() % 100 < 55) {
-      const uint64_t size = rng() % 4 == 0 ? rng() % (64 * kMiB)
-                                           : rng() % (2 * kMiB);
+      const uint64_t size =
+          rng() % 4 == 0 ? rng() % (64 * kMiB) : rng() % (2 * kMiB);
       if (p.Alloc(next_id, size, rng() % 3)) live.push_back(next_id);
       ++next_id;
     } else {
@@ -169,8 +171,8 @@ TEST(NativePolicyTest, InvariantsHoldUnderARandomWorkload) {
       live.pop_back();
     }
     if (step % 500 == 0) {
-      ASSERT_TRUE(p.CheckInvariants().ok()) << step << ": "
-                                            << p.CheckInvariants();
+      ASSERT_TRUE(p.CheckInvariants().ok())
+          << step << ": " << p.CheckInvariants();
     }
   }
   for (uint64_t id : live) p.Free(id);

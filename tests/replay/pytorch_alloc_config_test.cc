@@ -57,7 +57,8 @@ TEST(ParseConfTest, ParsesTheKeysThatMatter) {
   EXPECT_EQ(c->roundup_power2_divisions[10], 8u);
   EXPECT_EQ(c->roundup_power2_divisions[15], 8u);
 
-  c = ParsePytorchAllocConf("roundup_power2_divisions:4,large_segment_size_mb:64");
+  c = ParsePytorchAllocConf(
+      "roundup_power2_divisions:4,large_segment_size_mb:64");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->roundup_power2_divisions[7], 4u);
   EXPECT_EQ(c->large_segment_size, 64 * kMiB);
@@ -76,8 +77,9 @@ TEST(ParseConfTest, RejectsBadInput) {
         "large_segment_size_mb:8", "max_split_size_mb:200 x"}) {
     EXPECT_FALSE(ParsePytorchAllocConf(bad).ok()) << bad;
   }
-  EXPECT_THAT(std::string(ParsePytorchAllocConf("nonsense:1").status().message()),
-              ::testing::HasSubstr("unrecognised key 'nonsense'"));
+  EXPECT_THAT(
+      std::string(ParsePytorchAllocConf("nonsense:1").status().message()),
+      ::testing::HasSubstr("unrecognised key 'nonsense'"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tests for the trace readers (bench/replay/trace_reader.h and the format
-// readers): good input in both formats, gzip, and every kind of bad input, strict
-// and --lenient.
+// readers): good input in both formats, gzip, and every kind of bad input,
+// strict and --lenient.
 #include "bench/replay/trace_reader.h"
 
 #include <zlib.h>
@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "bench/replay/rmm_csv_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,8 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::StatusOr<Trace> ReadString(const std::string& text,
-                                 bool lenient = false,
+absl::StatusOr<Trace> ReadString(const std::string& text, bool lenient = false,
                                  TraceFormat format = TraceFormat::kAuto) {
   auto reader = LineReader::FromString("t.csv", text);
   ReadOptions options;
@@ -103,18 +103,17 @@ TEST(PytorchCsvTest, ReadsGzipAndPlainFiles) {
 
 struct BadCase {
   const char* name;
-  std::string body;       // after the header
-  const char* message;    // expected in the error
-  int line;               // expected line in "t.csv:<line>:"
+  std::string body;     // after the header
+  const char* message;  // expected in the error
+  int line;             // expected line in "t.csv:<line>:"
 };
 
 class BadLineTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadLineTest, StrictFailsNamingFileAndLine) {
   const BadCase& c = GetParam();
-  absl::StatusOr<Trace> t = ReadString(std::string(kHeader) +
-                                       "alloc,1,10,0,1\n" + c.body +
-                                       "alloc,2,10,0,9\n");
+  absl::StatusOr<Trace> t = ReadString(
+      std::string(kHeader) + "alloc,1,10,0,1\n" + c.body + "alloc,2,10,0,9\n");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(),
@@ -147,10 +146,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "free of unknown address 0x2a", 3},
         BadCase{"AllocAtLiveAddress", "alloc,1,10,0,2\n",
                 "still live (allocated at line 2", 3},
-        BadCase{"UnknownAction", "malloc,3,10,0,1\n",
-                "unknown action 'malloc'", 3},
-        BadCase{"Binary", std::string("\x01\x02\x00\x7f", 4) + "\n",
-                "fields", 3}),
+        BadCase{"UnknownAction", "malloc,3,10,0,1\n", "unknown action 'malloc'",
+                3},
+        BadCase{"Binary", std::string("\x01\x02\x00\x7f", 4) + "\n", "fields",
+                3}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       return info.param.name;
     });
@@ -267,13 +266,15 @@ TEST(RmmCsvTest, ReadsAllocateFreeAndFailure) {
   EXPECT_EQ(t->format, "rmm");
   ASSERT_EQ(t->events.size(), 4u);
   EXPECT_EQ(t->ignored_lines, 1u);
-  EXPECT_EQ(t->events[0].time_us, (8 * 3600 + 2 * 60 + 34) * 1000000LL + 803217);
+  EXPECT_EQ(t->events[0].time_us,
+            (8 * 3600 + 2 * 60 + 34) * 1000000LL + 803217);
   EXPECT_EQ(t->events[1].stream, 0x7f00u);
   EXPECT_EQ(t->events[2].op, Op::kFree);
   EXPECT_EQ(t->events[2].id, 0u);
   EXPECT_EQ(t->events[2].time_us, 1634567890500000LL);
   EXPECT_EQ(t->events[3].id, 1u);
-  EXPECT_EQ(t->events[3].time_us, (8 * 3600 + 2 * 60 + 36) * 1000000LL + 100000);
+  EXPECT_EQ(t->events[3].time_us,
+            (8 * 3600 + 2 * 60 + 36) * 1000000LL + 100000);
 }
 
 TEST(RmmCsvTest, BadLinesNameFileAndLine) {

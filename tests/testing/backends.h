@@ -85,6 +85,15 @@ inline absl::StatusOr<TestDevice> MakeCudaDevice(size_t limit) {
   auto events = CudaEventSource::Create(0);
   if (!events.ok()) return events.status();
   const CudaDriver* cu = *CudaDriver::Get();
+  // The test itself issues driver calls (streams, copies): make device 0's
+  // primary context current, as the CUDA runtime would.
+  CUdevice dev;
+  CUcontext ctx;
+  if (cu->cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      cu->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+      cu->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    return absl::InternalError("cannot make the primary context current");
+  }
   TestDevice d;
   d.page_size = (*backend)->Granularity();
   Options options;

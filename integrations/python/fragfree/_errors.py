@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "FragfreeError",
+    "FragfreeValueError",
     "ConfigError",
     "FragfreeOutOfMemoryError",
     "LibraryNotFoundError",
@@ -48,7 +49,11 @@ class FragfreeError(RuntimeError):
         self.status = status
 
 
-class ConfigError(FragfreeError, ValueError):
+class FragfreeValueError(FragfreeError, ValueError):
+    """libfragfree rejected an argument (bad pointer, double free, bad size...)."""
+
+
+class ConfigError(FragfreeValueError):
     """A bad configuration key or value (unknown key, malformed value)."""
 
 
@@ -60,13 +65,16 @@ class LibraryNotFoundError(FragfreeError):
     """libfragfree.so could not be found or loaded; the message lists where we looked."""
 
 
-def error_for_status(status: int, message: str, what: str) -> FragfreeError:
+def error_for_status(
+    status: int, message: str, what: str, config: bool = False
+) -> FragfreeError:
     """The exception for a failed C call: ``what`` names the call, ``message``
-    is ff_last_error()."""
+    is ff_last_error(); ``config`` marks calls whose bad arguments are
+    configuration (ff_init), which raise ConfigError."""
     name = STATUS_NAMES.get(status, f"status {status}")
     text = f"{what} failed ({name}): {message or 'no message from libfragfree'}"
     if status == FF_ERR_INVALID_ARGUMENT:
-        return ConfigError(text, name)
+        return (ConfigError if config else FragfreeValueError)(text, name)
     if status == FF_ERR_OOM:
         return FragfreeOutOfMemoryError(text, name)
     return FragfreeError(text, name)

@@ -1,0 +1,120 @@
+// Hot-path benchmark (Google Benchmark): a free+alloc pair against a warm
+// allocator holding N live blocks, as PyTorch's allocator was measured on the H200
+// (DESIGN.md, Measured facts). Mixed sizes: 60% 512 B-1 MiB, 35% 1-9 MiB, 5%
+// 16-48 MiB, in 512-byte steps; or small only (512 B-64 KiB). Each pair is timed
+// on its own and p50/p99 are reported as counters (ns), beside the mean.
+// Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or cuda.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "allocator/device_allocator.h"
+#include "allocator/phys/host_backend.h"
+#include "allocator/phys/simulated_backend.h"
+#include "allocator/stream/host_event_source.h"
+#include "benchmark/benchmark.h"
+#include <x86intrin.h>
+#ifdef FRAGFREE_WITH_CUDA
+#include "allocator/phys/cuda_vmm_backend.h"
+#include "allocator/stream/cuda_event_source.h"
+#endif
+
+namespace fragfree {
+namespace {
+
+std::unique_ptr<DeviceAllocator> MakeAllocator() {
+  const char* env = getenv("FRAGFREE_BENCH_BACKEND");
+  std::string kind = env ? env : "simulated";
+  const size_t capacity = size_t{128} << 30;
+  Options o;
+#ifdef FRAGFREE_WITH_CUDA
+  if (kind == "cuda") {
+    auto b = CudaVmmBackend::Create(0);
+    auto e = CudaEventSource::Create(0);
+    if (!b.ok() || !e.ok()) {
+      fprintf(stderr, "no CUDA device: %s\n", b.status().ToString().c_str());
+      exit(1);
+    }
+    return std::move(*DeviceAllocator::Create(0, o, std::move(*b), std::move(*e)));
+  }
+#endif
+  std::unique_ptr<PhysicalBackend> backend;
+  if (kind == "host") {
+    backend = std::move(*HostBackend::Create(capacity, size_t{2} << 20));
+  } else {
+    backend = std::make_unique<SimulatedBackend>(capacity, size_t{2} << 20);
+  }
+  return std::move(*DeviceAllocator::Create(0, o, std::move(backend),
+                                            std::make_unique<HostEventSource>()));
+}
+
+size_t MixedSize(std::mt19937_64& rng) {
+  int r = int(rng() % 100);
+  size_t lo, hi;
+  if (r < 60) lo = 512, hi = 1 << 20;
+  else if (r < 95) lo = 1 << 20, hi = 9 << 20;
+  else lo = 16 << 20, hi = 48 << 20;
+  return (lo + rng() % (hi - lo)) / 512 * 512 + 512;
+}
+
+size_t SmallSize(std::mt19937_64& rng) {
+  return 512 + (rng() % (64 << 10)) / 512 * 512;
+}
+
+void RunPairs(benchmark::State& state, size_t (*size_of)(std::mt19937_64&)) {
+  const size_t live_count = size_t(state.range(0));
+  auto a = MakeAllocator();
+  std::mt19937_64 rng(42);
+  std::vector<void*> live(live_count);
+  for (void*& p : live) p = *a->Malloc(size_of(rng), 0);
+  // Pre-draw the sequence so the timed region holds only the allocator.
+  const size_t kSequence = 1 << 16;
+  std::vector<size_t> sizes(kSequence), slots(kSequence);
+  for (size_t i = 0; i < kSequence; ++i) {
+    sizes[i] = size_of(rng);
+    slots[i] = rng() % live_count;
+  }
+  // Each pair is timed with the TSC (a few ns to read, unlike clock_gettime),
+  // converted to ns with a rate calibrated against steady_clock.
+  std::vector<uint64_t> ticks;
+  ticks.reserve(1 << 20);
+  size_t i = 0;
+  auto wall0 = std::chrono::steady_clock::now();
+  uint64_t tsc0 = __rdtsc();
+  for (auto _ : state) {
+    size_t slot = slots[i % kSequence];
+    uint64_t t0 = __rdtsc();
+    a->Free(live[slot]).IgnoreError();
+    absl::StatusOr<void*> p = a->Malloc(sizes[i % kSequence], 0);
+    uint64_t t1 = __rdtsc();
+    live[slot] = *p;
+    if (ticks.size() < ticks.capacity()) ticks.push_back(t1 - t0);
+    ++i;
+  }
+  double ns_per_tick =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall0)
+          .count() /
+      double(__rdtsc() - tsc0);
+  std::sort(ticks.begin(), ticks.end());
+  if (!ticks.empty()) {
+    state.counters["p50_ns"] = double(ticks[ticks.size() / 2]) * ns_per_tick;
+    state.counters["p99_ns"] = double(ticks[ticks.size() * 99 / 100]) * ns_per_tick;
+  }
+  DeviceStats s = a->GetStats();
+  state.counters["maps"] = double(s.pages_mapped);
+  for (void* p : live) a->Free(p).IgnoreError();
+}
+
+void BM_FreeAllocPairMixed(benchmark::State& state) { RunPairs(state, MixedSize); }
+void BM_FreeAllocPairSmall(benchmark::State& state) { RunPairs(state, SmallSize); }
+
+BENCHMARK(BM_FreeAllocPairMixed)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK(BM_FreeAllocPairSmall)->Arg(100000);
+
+}  // namespace
+}  // namespace fragfree
+
+BENCHMARK_MAIN();

@@ -1,0 +1,177 @@
+// Implementation of fragfree_policy.h.
+// Thread-safety: see fragfree_policy.h.
+#include "bench/replay/fragfree_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/phys/simulated_backend.h"
+#include "allocator/stream/host_event_source.h"
+
+namespace fragfree::replay {
+
+// Forwards to SimulatedBackend and keeps running totals the replay reads after
+// every event: mapped bytes (reserved) and created handles (physical).
+class CountingBackend final : public PhysicalBackend {
+ public:
+  CountingBackend(size_t capacity, size_t granularity)
+      : inner_(capacity, granularity) {}
+
+  std::string Name() const override { return "simulated"; }
+  size_t Granularity() const override { return inner_.Granularity(); }
+  DeviceMemoryInfo MemoryInfo() const override { return inner_.MemoryInfo(); }
+  absl::StatusOr<uintptr_t> ReserveVa(size_t size) override {
+    return inner_.ReserveVa(size);
+  }
+  absl::Status ReleaseVa(uintptr_t va, size_t size) override {
+    return inner_.ReleaseVa(va, size);
+  }
+  absl::StatusOr<PhysHandle> Create(size_t size) override {
+    absl::StatusOr<PhysHandle> h = inner_.Create(size);
+    if (h.ok()) peak_physical_ = std::max(peak_physical_, physical());
+    return h;
+  }
+  absl::Status Release(PhysHandle handle) override {
+    return inner_.Release(handle);
+  }
+  absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override {
+    absl::Status s = inner_.Map(va, size, handle);
+    if (s.ok()) {
+      mapped_ += size;
+      peak_mapped_ = std::max(peak_mapped_, mapped_);
+      ++map_calls_;
+    }
+    return s;
+  }
+  absl::Status Unmap(uintptr_t va, size_t size) override {
+    absl::Status s = inner_.Unmap(va, size);
+    if (s.ok()) {
+      mapped_ -= size;
+      ++unmap_calls_;
+    }
+    return s;
+  }
+  absl::Status SetAccess(uintptr_t va, size_t size) override {
+    return inner_.SetAccess(va, size);
+  }
+
+  uint64_t mapped() const { return mapped_; }
+  uint64_t peak_mapped() const { return peak_mapped_; }
+  // Bytes of handles created and not released (mapped or idle).
+  uint64_t physical() const {
+    const DeviceMemoryInfo info = inner_.MemoryInfo();
+    return info.total_bytes - info.free_bytes;
+  }
+  uint64_t peak_physical() const { return peak_physical_; }
+  uint64_t map_calls() const { return map_calls_; }
+  uint64_t unmap_calls() const { return unmap_calls_; }
+
+ private:
+  SimulatedBackend inner_;
+  uint64_t mapped_ = 0;
+  uint64_t peak_mapped_ = 0;
+  uint64_t peak_physical_ = 0;
+  uint64_t map_calls_ = 0;
+  uint64_t unmap_calls_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
+    const PolicyConfig& config) {
+  const uint64_t capacity = config.capacity_bytes / kPageBytes * kPageBytes;
+  if (capacity == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fragfree policy: capacity ",
+                                                   config.capacity_bytes,
+                                                   " is below one page"));
+  }
+  Options options;
+  options.backend = BackendKind::kSimulated;
+  options.host_capacity_bytes = capacity;
+  options.host_granularity_bytes = kPageBytes;
+  auto backend = std::make_unique<CountingBackend>(capacity, kPageBytes);
+  CountingBackend* counting = backend.get();
+  absl::StatusOr<std::unique_ptr<DeviceAllocator>> engine =
+      DeviceAllocator::Create(/*device=*/0, options, std::move(backend),
+                              std::make_unique<HostEventSource>());
+  if (!engine.ok()) return engine.status();
+  return std::unique_ptr<FragfreePolicy>(
+      new FragfreePolicy(std::move(*engine), counting));
+}
+
+FragfreePolicy::FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,
+                               CountingBackend* backend)
+    : engine_(std::move(engine)), backend_(backend) {}
+
+FragfreePolicy::~FragfreePolicy() = default;
+
+void FragfreePolicy::NoteError(absl::Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
+bool FragfreePolicy::Alloc(uint64_t id, uint64_t size, uint64_t stream) {
+  // The engine answers nullptr for size 0; a replay still needs a distinct
+  // live allocation, so ask for the smallest block instead.
+  absl::StatusOr<void*> ptr =
+      engine_->Malloc(std::max<uint64_t>(size, 1), stream);
+  if (!ptr.ok()) {
+    if (!absl::IsResourceExhausted(ptr.status())) NoteError(ptr.status());
+    ++ooms_;
+    return false;
+  }
+  if (id >= by_id_.size()) {
+    by_id_.resize(std::max<size_t>(id + 1, by_id_.size() * 2), nullptr);
+  }
+  by_id_[id] = *ptr;
+  return true;
+}
+
+void FragfreePolicy::Free(uint64_t id) {
+  absl::Status s = engine_->Free(by_id_[id]);
+  by_id_[id] = nullptr;
+  if (!s.ok()) NoteError(s);
+}
+
+uint64_t FragfreePolicy::reserved_bytes() const { return backend_->mapped(); }
+
+PolicyFigures FragfreePolicy::figures() const {
+  const DeviceStats stats = engine_->GetStats();
+  PolicyFigures f;
+  f.allocated_bytes =
+      static_cast<uint64_t>(stats.allocated_bytes.pool[kPoolAll].current);
+  f.peak_allocated_bytes =
+      static_cast<uint64_t>(stats.allocated_bytes.pool[kPoolAll].peak);
+  f.reserved_bytes = backend_->mapped();
+  f.peak_reserved_bytes = backend_->peak_mapped();
+  f.maps = static_cast<uint64_t>(stats.pages_mapped);
+  f.unmaps = static_cast<uint64_t>(stats.pages_unmapped);
+  f.remaps = static_cast<uint64_t>(stats.pages_remapped);
+  f.alloc_retries = static_cast<uint64_t>(stats.num_alloc_retries);
+  f.ooms = ooms_;
+  f.extra = {
+      {"peak_physical_bytes", backend_->peak_physical()},
+      {"handles_created", static_cast<uint64_t>(stats.handles_created)},
+      {"sync_all_streams", static_cast<uint64_t>(stats.num_sync_all_streams)},
+      {"arenas", static_cast<uint64_t>(stats.num_arenas)},
+  };
+  return f;
+}
+
+void FragfreePolicy::EmptyCache() {
+  if (absl::Status s = engine_->EmptyCache(); !s.ok()) NoteError(s);
+}
+
+absl::Status FragfreePolicy::CheckInvariants() const {
+  if (!status_.ok()) return status_;
+  if (absl::Status s = engine_->CheckInvariants(); !s.ok()) return s;
+  const DeviceStats stats = engine_->GetStats();
+  if (static_cast<uint64_t>(stats.mapped_bytes.current) != backend_->mapped()) {
+    return absl::InternalError(
+        absl::StrCat("engine says ", stats.mapped_bytes.current,
+                     " bytes mapped, backend ", backend_->mapped()));
+  }
+  if (backend_->mapped() > backend_->physical()) {
+    return absl::InternalError("more bytes mapped than handles created");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fragfree::replay

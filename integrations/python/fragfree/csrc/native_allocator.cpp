@@ -1,0 +1,1284 @@
+// fragfree native-API mode: an implementation of PyTorch's C++
+// c10::cuda::CUDACachingAllocator::CUDAAllocator over libfragfree's C API.
+//
+// Owns: the CUDAAllocator subclass installed as PyTorch's current CUDA allocator
+// by fragfree.enable(mode="native"), its bookkeeping of graph/MemPool pools, OOM
+// observers, and the pybind11 module (install / installed / features) that the
+// Python package builds with torch.utils.cpp_extension.load on first use.
+//
+// Why: with CUDAPluggableAllocator, C++ callers (cuDNN benchmark's cacheInfo,
+// cudagraph trees' checkPoolLiveAllocations / checkpoint state, OOM observers,
+// torch.cuda.OutOfMemoryError) hit "does not yet support" errors. Here every
+// CUDAAllocator entry point is implemented; where fragfree has no equivalent we do
+// what PyTorch's cudaMallocAsync backend (c10/cuda/CUDAMallocAsyncAllocator.cpp)
+// does, and say so.
+//
+// The library is reached only through its C API, resolved with dlopen/dlsym from
+// the path the Python side found (the same libfragfree.so ctypes loaded, so the
+// same process-wide state). No fragfree header is needed to build this file.
+//
+// Written against c10/cuda/CUDACachingAllocator.h of PyTorch 2.10/2.11 (the
+// CUDAAllocator : DeviceAllocator interface with getMemoryFraction, snapshot(
+// MempoolId_t), beginAllocateToPool(filter), recordHistory(..., clearHistory,
+// skip_actions)) and checked against the newest main header (snapshot(MempoolId_t,
+// bool include_traces), attachOomRejectionObserver). Both spellings of the
+// members that differ are provided below (see "Version differences").
+//
+// Thread-safety: allocate/raw_delete are lock-free unless graph pools are active;
+// pool bookkeeping, observers and history flags are guarded by mutexes.
+
+#include <torch/extension.h>
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace fragfree_native {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+using c10::DataPtr;
+using c10::DeviceIndex;
+using MempoolId = c10::MempoolId_t;
+using PoolPair = std::pair<unsigned long long, unsigned long long>;
+
+constexpr int kMaxDevices = 64;
+
+// ----------------------------------------------------------------------------
+// A small JSON reader (ff_stats_json / ff_snapshot_json output only).
+
+struct Json {
+  enum Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = kNull;
+  bool boolean = false;
+  bool is_int = false;
+  int64_t integer = 0;
+  double number = 0;
+  std::string str;
+  std::vector<Json> array;
+  std::vector<std::pair<std::string, Json>> object;
+
+  const Json* get(std::string_view key) const {
+    if (type != kObject) return nullptr;
+    for (const auto& kv : object) {
+      if (kv.first == key) return &kv.second;
+    }
+    return nullptr;
+  }
+  int64_t as_int(int64_t fallback = 0) const {
+    if (type == kNumber) return is_int ? integer : static_cast<int64_t>(number);
+    if (type == kBool) return boolean ? 1 : 0;
+    return fallback;
+  }
+  int64_t int_at(std::string_view key, int64_t fallback = 0) const {
+    const Json* v = get(key);
+    return v ? v->as_int(fallback) : fallback;
+  }
+  std::string str_at(std::string_view key) const {
+    const Json* v = get(key);
+    return (v && v->type == kString) ? v->str : std::string();
+  }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  bool Parse(Json* out) {
+    if (!Value(out)) return false;
+    Skip();
+    return p_ == end_;
+  }
+
+ private:
+  void Skip() {
+    while (p_ < end_ && std::isspace(static_cast<unsigned char>(*p_))) ++p_;
+  }
+  bool Literal(const char* word) {
+    size_t n = std::strlen(word);
+    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0) return false;
+    p_ += n;
+    return true;
+  }
+  static void AppendUtf8(std::string* s, unsigned cp) {
+    if (cp < 0x80) {
+      s->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      s->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      s->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  bool String(std::string* s) {
+    if (p_ >= end_ || *p_ != '"') return false;
+    ++p_;
+    while (p_ < end_ && *p_ != '"') {
+      char c = *p_++;
+      if (c != '\\') {
+        s->push_back(c);
+        continue;
+      }
+      if (p_ >= end_) return false;
+      char e = *p_++;
+      switch (e) {
+        case '"': s->push_back('"'); break;
+        case '\\': s->push_back('\\'); break;
+        case '/': s->push_back('/'); break;
+        case 'b': s->push_back('\b'); break;
+        case 'f': s->push_back('\f'); break;
+        case 'n': s->push_back('\n'); break;
+        case 'r': s->push_back('\r'); break;
+        case 't': s->push_back('\t'); break;
+        case 'u': {
+          if (end_ - p_ < 4) return false;
+          unsigned cp = 0;
+          for (int i = 0; i < 4; ++i) {
+            char h = *p_++;
+            cp <<= 4;
+            if (h >= '0' && h <= '9') cp |= h - '0';
+            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
+            else return false;
+          }
+          AppendUtf8(s, cp);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+    if (p_ >= end_) return false;
+    ++p_;  // closing quote
+    return true;
+  }
+  bool Number(Json* out) {
+    const char* start = p_;
+    bool is_int = true;
+    if (p_ < end_ && (*p_ == '-' || *p_ == '+')) ++p_;
+    while (p_ < end_ && (std::isdigit(static_cast<unsigned char>(*p_)) || *p_ == '.' ||
+                         *p_ == 'e' || *p_ == 'E' || *p_ == '-' || *p_ == '+')) {
+      if (*p_ == '.' || *p_ == 'e' || *p_ == 'E') is_int = false;
+      ++p_;
+    }
+    if (p_ == start) return false;
+    std::string text(start, p_);
+    out->type = Json::kNumber;
+    out->is_int = is_int;
+    if (is_int) {
+      errno = 0;
+      if (text[0] == '-') {
+        out->integer = std::strtoll(text.c_str(), nullptr, 10);
+      } else {
+        out->integer = static_cast<int64_t>(std::strtoull(text.c_str(), nullptr, 10));
+      }
+      out->number = static_cast<double>(out->integer);
+    } else {
+      out->number = std::strtod(text.c_str(), nullptr);
+      out->integer = static_cast<int64_t>(out->number);
+    }
+    return true;
+  }
+  bool Value(Json* out) {
+    Skip();
+    if (p_ >= end_) return false;
+    char c = *p_;
+    if (c == '{') {
+      ++p_;
+      out->type = Json::kObject;
+      Skip();
+      if (p_ < end_ && *p_ == '}') {
+        ++p_;
+        return true;
+      }
+      while (true) {
+        Skip();
+        std::string key;
+        if (!String(&key)) return false;
+        Skip();
+        if (p_ >= end_ || *p_ != ':') return false;
+        ++p_;
+        Json value;
+        if (!Value(&value)) return false;
+        out->object.emplace_back(std::move(key), std::move(value));
+        Skip();
+        if (p_ < end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        if (p_ < end_ && *p_ == '}') {
+          ++p_;
+          return true;
+        }
+        return false;
+      }
+    }
+    if (c == '[') {
+      ++p_;
+      out->type = Json::kArray;
+      Skip();
+      if (p_ < end_ && *p_ == ']') {
+        ++p_;
+        return true;
+      }
+      while (true) {
+        Json value;
+        if (!Value(&value)) return false;
+        out->array.push_back(std::move(value));
+        Skip();
+        if (p_ < end_ && *p_ == ',') {
+          ++p_;
+          continue;
+        }
+        if (p_ < end_ && *p_ == ']') {
+          ++p_;
+          return true;
+        }
+        return false;
+      }
+    }
+    if (c == '"') {
+      out->type = Json::kString;
+      return String(&out->str);
+    }
+    if (Literal("true")) {
+      out->type = Json::kBool;
+      out->boolean = true;
+      return true;
+    }
+    if (Literal("false")) {
+      out->type = Json::kBool;
+      return true;
+    }
+    if (Literal("null")) return true;
+    return Number(out);
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+// ----------------------------------------------------------------------------
+// libfragfree's C API, resolved at run time.
+
+struct FragfreeApi {
+  using MallocFn = void* (*)(size_t, int, void*);
+  using FreeFn = int (*)(void*, int);
+  using RecordStreamFn = int (*)(void*, int, void*);
+  using DeviceFn = int (*)(int);
+  using FractionFn = int (*)(double, int);
+  using JsonFn = size_t (*)(int, char*, size_t);
+  using SizeFn = size_t (*)(const void*, int);
+  using LastErrorFn = const char* (*)();
+  using RecordHistoryFn = int (*)(int, int, size_t);
+  // The C++-ABI graph-pool hooks (exact std::function / std::pair types).
+  using BeginPoolFn = void (*)(int, PoolPair, std::function<bool(cudaStream_t)>);
+  using EndPoolFn = void (*)(int, PoolPair);
+
+  void* handle = nullptr;
+  std::string path;
+  MallocFn malloc = nullptr;
+  FreeFn free = nullptr;
+  RecordStreamFn record_stream = nullptr;
+  DeviceFn empty_cache = nullptr;
+  FractionFn set_memory_fraction = nullptr;
+  JsonFn stats_json = nullptr;
+  DeviceFn reset_peak_stats = nullptr;
+  DeviceFn reset_accumulated_stats = nullptr;
+  SizeFn allocation_size = nullptr;
+  LastErrorFn last_error = nullptr;
+  // Optional.
+  JsonFn snapshot_json = nullptr;
+  RecordHistoryFn record_history = nullptr;
+  BeginPoolFn begin_pool = nullptr;
+  EndPoolFn end_pool = nullptr;
+  EndPoolFn release_pool = nullptr;
+
+  template <typename Fn>
+  Fn Find(std::initializer_list<const char*> names) const {
+    for (const char* name : names) {
+      if (void* sym = dlsym(handle, name)) return reinterpret_cast<Fn>(sym);
+    }
+    return nullptr;
+  }
+
+  void Load(const std::string& lib_path) {
+    path = lib_path;
+    handle = dlopen(lib_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    TORCH_CHECK(handle != nullptr, "fragfree: could not dlopen ", lib_path, ": ", dlerror());
+    std::vector<std::string> missing;
+    auto need = [&](auto& fn, const char* name) {
+      using Fn = std::remove_reference_t<decltype(fn)>;
+      fn = Find<Fn>({name});
+      if (fn == nullptr) missing.emplace_back(name);
+    };
+    need(malloc, "ff_malloc");
+    need(free, "ff_free");
+    need(record_stream, "ff_record_stream");
+    need(empty_cache, "ff_empty_cache");
+    need(set_memory_fraction, "ff_set_memory_fraction");
+    need(stats_json, "ff_stats_json");
+    need(reset_peak_stats, "ff_reset_peak_stats");
+    need(reset_accumulated_stats, "ff_reset_accumulated_stats");
+    need(allocation_size, "ff_allocation_size");
+    need(last_error, "ff_last_error");
+    TORCH_CHECK(missing.empty(), "fragfree: ", lib_path, " lacks C API symbols: ",
+                c10::Join(", ", missing));
+    snapshot_json = Find<JsonFn>({"ff_snapshot_json"});
+    record_history = Find<RecordHistoryFn>({"ff_record_history"});
+    begin_pool = Find<BeginPoolFn>({
+        "fragfree_begin_allocate_to_pool",
+        "_Z31fragfree_begin_allocate_to_pooliSt4pairIyyESt8functionIFbP11CUstream_stEE",
+        "_Z31fragfree_begin_allocate_to_pooliSt4pairIyyESt8functionIFbPvEE",
+    });
+    end_pool = Find<EndPoolFn>({
+        "fragfree_end_allocate_to_pool",
+        "_Z29fragfree_end_allocate_to_pooliSt4pairIyyE",
+    });
+    release_pool = Find<EndPoolFn>({
+        "fragfree_release_pool",
+        "_Z21fragfree_release_pooliSt4pairIyyE",
+    });
+    if (!(begin_pool && end_pool && release_pool)) {
+      begin_pool = nullptr;  // all three or none
+      end_pool = nullptr;
+      release_pool = nullptr;
+    }
+  }
+
+  std::string LastError() const {
+    const char* msg = last_error ? last_error() : nullptr;
+    return msg ? std::string(msg) : std::string();
+  }
+
+  // Calls a JSON-producing function; false (and *err) on failure.
+  bool CallJson(JsonFn fn, int device, Json* out, std::string* err) const {
+    size_t n = fn(device, nullptr, 0);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      if (n == 0) {
+        *err = LastError();
+        return false;
+      }
+      std::string buf(n + 1, '\0');
+      size_t m = fn(device, buf.data(), buf.size());
+      if (m == 0) {
+        *err = LastError();
+        return false;
+      }
+      if (m <= n) {
+        buf.resize(m);
+        JsonReader reader(buf);
+        if (!reader.Parse(out)) {
+          *err = "malformed JSON from libfragfree";
+          return false;
+        }
+        return true;
+      }
+      n = m;
+    }
+    *err = "JSON kept growing";
+    return false;
+  }
+};
+
+std::string FormatSize(uint64_t size) {
+  char buf[64];
+  if (size <= 1024) {
+    std::snprintf(buf, sizeof(buf), "%llu bytes", static_cast<unsigned long long>(size));
+  } else if (size <= 1048576) {
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", size / 1024.0);
+  } else if (size <= 1073741824ULL) {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", size / 1048576.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", size / 1073741824.0);
+  }
+  return buf;
+}
+
+// ----------------------------------------------------------------------------
+// Version differences. attachOomRejectionObserver (PyTorch >= 2.12) is pure
+// virtual where it exists and its parameter type does not exist before; this
+// mixin overrides it only when the base class declares it.
+
+template <typename A, typename = void>
+struct HasOomRejection : std::false_type {};
+template <typename A>
+struct HasOomRejection<A, std::void_t<decltype(&A::attachOomRejectionObserver)>>
+    : std::true_type {};
+
+template <typename Fn>
+struct FirstArg;
+template <typename C, typename R, typename A0>
+struct FirstArg<R (C::*)(A0)> {
+  using type = std::decay_t<A0>;
+};
+
+template <typename Base, bool = HasOomRejection<Base>::value>
+class OomRejectionMixin : public Base {};
+
+template <typename Base>
+class OomRejectionMixin<Base, true> : public Base {
+ public:
+  using RejectionObserver =
+      typename FirstArg<decltype(&Base::attachOomRejectionObserver)>::type;
+  // fragfree has no throw_on_cudamalloc_oom policy, so rejections never happen;
+  // keep the observers alive and accept them (as a no-op) rather than throw.
+  void attachOomRejectionObserver(RejectionObserver observer) override {
+    std::lock_guard<std::mutex> lock(rejection_mu_);
+    rejection_observers_.push_back(std::move(observer));
+  }
+
+ private:
+  std::mutex rejection_mu_;
+  std::vector<RejectionObserver> rejection_observers_;
+};
+
+// ----------------------------------------------------------------------------
+// Pool bookkeeping (CUDA graphs, MemPool, use_mem_pool).
+
+struct AllocInfo {
+  size_t size = 0;
+  cudaStream_t stream = nullptr;
+  DeviceIndex device = 0;
+  MempoolId pool{0, 0};
+};
+
+struct PoolInfo {
+  int use_count = 0;  // createOrIncrefPool + beginAllocateToPool - releasePool
+  int lib_refs = 0;   // begin calls forwarded to libfragfree not yet released
+  std::unordered_map<void*, AllocInfo> live;      // allocated, not freed
+  std::unordered_map<void*, AllocInfo> deferred;  // freed; held until release
+};
+
+struct PoolKey {
+  DeviceIndex device;
+  MempoolId id;
+  bool operator<(const PoolKey& o) const {
+    return std::tie(device, id) < std::tie(o.device, o.id);
+  }
+};
+
+// The state getCheckpointState returns: the pool's live allocations.
+struct FragfreePoolState : public cca::AllocatorState {
+  DeviceIndex device = 0;
+  MempoolId id{0, 0};
+  std::vector<std::pair<void*, AllocInfo>> live;
+};
+
+void RawDelete(void* ptr);
+
+// ----------------------------------------------------------------------------
+
+class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
+ public:
+  explicit FragfreeAllocator(const std::string& lib_path) {
+    api_.Load(lib_path);
+    fractions_.fill(1.0);
+  }
+
+  const FragfreeApi& api() const { return api_; }
+  bool lib_has_pool_hooks() const { return api_.begin_pool != nullptr; }
+
+  // --- allocation -----------------------------------------------------------
+
+  DataPtr allocate(size_t size) override {
+    constexpr size_t one_exa_bytes = 1152921504606846976ULL;
+    TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes,
+                     "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    void* ptr = nullptr;
+    if (size != 0) {
+      ptr = Malloc(size, device, c10::cuda::getCurrentCUDAStream(device).stream());
+    }
+    return {ptr, ptr, &RawDelete, c10::Device(c10::DeviceType::CUDA, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &RawDelete; }
+
+  void* raw_alloc(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return Malloc(nbytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
+  }
+
+  void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
+    if (nbytes == 0) return nullptr;
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return Malloc(nbytes, device, stream);
+  }
+
+  void raw_delete(void* ptr) override { Free(ptr); }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
+  }
+
+  // --- lifecycle ------------------------------------------------------------
+
+  void init(int device_count) override {
+    device_count_ = std::min(device_count, kMaxDevices);
+    initialized_.store(true);
+  }
+  bool initialized() override { return initialized_.load(); }
+
+  void enable(bool /*value*/) override {}  // cannot disable (as cudaMallocAsync)
+  bool isEnabled() const override { return true; }
+  std::string name() override { return "fragfree"; }
+
+  // --- configuration --------------------------------------------------------
+
+  double getMemoryFraction(DeviceIndex device) override {
+    AssertValidDevice(device);
+    return fractions_[device];
+  }
+
+  void setMemoryFraction(double fraction, DeviceIndex device) override {
+    TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", fraction,
+                ". Please set within [0, 1].");
+    AssertValidDevice(device);
+    Check(api_.set_memory_fraction(fraction, device), "ff_set_memory_fraction");
+    fractions_[device] = fraction;
+  }
+
+  void emptyCache(MempoolId mempool_id) override {
+    FlushDeferredCaptureFrees();
+    if (mempool_id != MempoolId{0, 0}) {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      for (auto it = pools_.begin(); it != pools_.end();) {
+        if (it->first.id == mempool_id && it->second.use_count <= 0 &&
+            it->second.live.empty() && it->second.deferred.empty()) {
+          it = pools_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    Check(api_.empty_cache(-1), "ff_empty_cache");
+  }
+
+  // cuDNN's benchmark mode asks for the largest workspace it can allocate.
+  // Native answers max(device free, largest cached block); fragfree can remap
+  // every cached free page, so: device free + cached free, capped by the limit.
+  void cacheInfo(DeviceIndex device, size_t* largestBlock) override {
+    AssertValidDevice(device);
+    size_t device_free = 0, device_total = 0;
+    {
+      c10::cuda::CUDAGuard guard(device);
+      C10_CUDA_CHECK(cudaMemGetInfo(&device_free, &device_total));
+    }
+    size_t available = device_free;
+    Json stats;
+    std::string err;
+    if (used_[device].load() && api_.CallJson(api_.stats_json, device, &stats, &err)) {
+      const int64_t cached = std::max<int64_t>(0, stats.int_at("cached_free_bytes"));
+      const int64_t reserved = stats.int_at("reserved_bytes.all.current");
+      const int64_t limit = stats.int_at("memory_limit_bytes");
+      available = device_free + static_cast<size_t>(cached);
+      if (limit > 0) {
+        const int64_t headroom = std::max<int64_t>(0, limit - reserved) + cached;
+        available = std::min(available, static_cast<size_t>(headroom));
+      }
+    }
+    if (fractions_[device] < 1.0) {
+      available = std::min(available, static_cast<size_t>(fractions_[device] * device_total));
+    }
+    *largestBlock = std::max(*largestBlock, available);
+  }
+
+  void* getBaseAllocation(void* ptr, size_t* size) override {
+    // fragfree allocations are not carved out of larger PyTorch-visible
+    // segments: each pointer is its own base.
+    if (size != nullptr) {
+      DeviceIndex device = 0;
+      C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+      *size = api_.allocation_size(ptr, device);
+    }
+    return ptr;
+  }
+
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex /*device*/) override {
+    TORCH_CHECK(false,
+                "fragfree does not yet support getExpandableSegmentSizes "
+                "(it has no per-stream expandable segments).");
+  }
+
+  void recordStream(const DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    void* p = ptr.get();
+    if (p == nullptr) return;  // empty tensors have no block
+    const DeviceIndex device = ptr.device().has_index() ? ptr.device().index() : stream.device_index();
+    Check(api_.record_stream(p, device, stream.stream()), "ff_record_stream");
+  }
+
+  // --- statistics -----------------------------------------------------------
+
+  cca::DeviceStats getDeviceStats(DeviceIndex device) override {
+    AssertValidDevice(device);
+    cca::DeviceStats stats;
+    if (!used_[device].load()) return stats;  // no allocator (and no context) yet
+    Json json;
+    std::string err;
+    TORCH_CHECK(api_.CallJson(api_.stats_json, device, &json, &err),
+                "fragfree: ff_stats_json(", static_cast<int>(device), ") failed: ", err);
+    auto fill = [&](auto& stat, const std::string& prefix) {
+      stat.current = json.int_at(prefix + ".current");
+      stat.peak = json.int_at(prefix + ".peak");
+      stat.allocated = json.int_at(prefix + ".allocated");
+      stat.freed = json.int_at(prefix + ".freed");
+    };
+    auto fill_array = [&](auto& arr, const std::string& name) {
+      // StatType: AGGREGATE = 0, SMALL_POOL = 1, LARGE_POOL = 2.
+      fill(arr[0], name + ".all");
+      fill(arr[1], name + ".small_pool");
+      fill(arr[2], name + ".large_pool");
+    };
+    fill_array(stats.allocation, "allocation");
+    fill_array(stats.segment, "segment");
+    fill_array(stats.active, "active");
+    fill_array(stats.inactive_split, "inactive_split");
+    fill_array(stats.allocated_bytes, "allocated_bytes");
+    fill_array(stats.reserved_bytes, "reserved_bytes");
+    fill_array(stats.active_bytes, "active_bytes");
+    fill_array(stats.inactive_split_bytes, "inactive_split_bytes");
+    fill_array(stats.requested_bytes, "requested_bytes");
+    fill(stats.oversize_allocations, "oversize_allocations");
+    fill(stats.oversize_segments, "oversize_segments");
+    stats.num_alloc_retries = json.int_at("num_alloc_retries");
+    stats.num_ooms = json.int_at("num_ooms");
+    stats.num_sync_all_streams = json.int_at("num_sync_all_streams");
+    stats.num_device_alloc = json.int_at("num_device_alloc");
+    stats.num_device_free = json.int_at("num_device_free");
+    stats.max_split_size = json.int_at("max_split_size");
+    return stats;
+  }
+
+  void resetAccumulatedStats(DeviceIndex device) override {
+    AssertValidDevice(device);
+    if (used_[device].load()) {
+      Check(api_.reset_accumulated_stats(device), "ff_reset_accumulated_stats");
+    }
+  }
+
+  void resetPeakStats(DeviceIndex device) override {
+    AssertValidDevice(device);
+    if (used_[device].load()) Check(api_.reset_peak_stats(device), "ff_reset_peak_stats");
+  }
+
+  // --- snapshots and history ------------------------------------------------
+
+  // PyTorch 2.10/2.11 spelling.
+  virtual cca::SnapshotInfo snapshot(MempoolId mempool_id) {
+    return BuildSnapshot(mempool_id, /*include_traces=*/true);
+  }
+  // Newer spelling (include_traces). Whichever the base declares is overridden.
+  virtual cca::SnapshotInfo snapshot(MempoolId mempool_id, bool include_traces) {
+    return BuildSnapshot(mempool_id, include_traces);
+  }
+
+  bool isHistoryEnabled() override { return history_enabled_.load(); }
+
+  void recordHistory(bool enabled, cca::CreateContextFn /*context_recorder*/,
+                     size_t alloc_trace_max_entries, cca::RecordContext /*when*/,
+                     bool clearHistory, const std::vector<std::string>& /*skip_actions*/) override {
+    // Python stacks are not recorded: libfragfree's trace has no frames. The
+    // request is forwarded to the library's trace ring buffer when it exposes
+    // ff_record_history; otherwise traces are whatever FRAGFREE_CONF's
+    // trace_entries configured.
+    if (api_.record_history != nullptr) {
+      // ff_record_history(device, 0, 0) stops recording and drops the ring.
+      if (clearHistory) api_.record_history(-1, 0, 0);
+      Check(api_.record_history(-1, enabled ? 1 : 0, alloc_trace_max_entries),
+            "ff_record_history");
+    } else if (enabled) {
+      TORCH_WARN_ONCE(
+          "fragfree: this libfragfree cannot switch its allocation trace on at run "
+          "time (no ff_record_history); snapshots contain the trace configured with "
+          "FRAGFREE_CONF=trace_entries:N (or fragfree.enable(trace_entries=N)).");
+    }
+    history_enabled_.store(enabled);
+  }
+
+  void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override {
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    oom_observers_.push_back(std::move(observer));
+  }
+
+  void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override {
+    // Kept alive but never called: libfragfree does not expose its segment
+    // map/unmap events to C++ callers (NCCL's register hook only listens to those).
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    trace_trackers_.push_back(std::move(tracker));
+  }
+
+  // --- graph pools ------------------------------------------------------------
+
+  void beginAllocateToPool(DeviceIndex device, MempoolId mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    AssertValidDevice(device);
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto& list = captures_[device];
+      for (const auto& entry : list) {
+        TORCH_CHECK(entry.first != mempool_id,
+                    "beginAllocateToPool: already recording to mempool_id");
+      }
+      PoolInfo& pool = pools_[PoolKey{device, mempool_id}];
+      pool.use_count += 1;
+      if (lib_has_pool_hooks()) pool.lib_refs += 1;
+      list.emplace_back(mempool_id, filter);
+      active_filters_.fetch_add(1);
+    }
+    if (lib_has_pool_hooks()) {
+      api_.begin_pool(device, PoolPair(mempool_id.first, mempool_id.second), std::move(filter));
+    }
+  }
+
+  void endAllocateToPool(DeviceIndex device, MempoolId mempool_id) override {
+    AssertValidDevice(device);
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto& list = captures_[device];
+      auto it = std::find_if(list.begin(), list.end(),
+                             [&](const auto& e) { return e.first == mempool_id; });
+      TORCH_CHECK(it != list.end(), "endAllocatePool: not currently recording to mempool_id");
+      list.erase(it);
+      active_filters_.fetch_sub(1);
+    }
+    if (lib_has_pool_hooks()) {
+      api_.end_pool(device, PoolPair(mempool_id.first, mempool_id.second));
+    }
+    FlushDeferredCaptureFrees();
+  }
+
+  void releasePool(DeviceIndex device, MempoolId mempool_id) override {
+    AssertValidDevice(device);
+    std::vector<void*> to_free;
+    bool forward = false;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto it = pools_.find(PoolKey{device, mempool_id});
+      if (it == pools_.end()) return;
+      PoolInfo& pool = it->second;
+      pool.use_count -= 1;
+      TORCH_INTERNAL_ASSERT(pool.use_count >= 0, "fragfree: pool use count below zero");
+      if (pool.lib_refs > 0) {
+        pool.lib_refs -= 1;
+        forward = true;
+      }
+      if (pool.use_count == 0) {
+        for (auto& kv : pool.deferred) to_free.push_back(kv.first);
+        pool.deferred.clear();
+        if (pool.live.empty()) pools_.erase(it);
+      }
+    }
+    if (forward) api_.release_pool(device, PoolPair(mempool_id.first, mempool_id.second));
+    for (void* p : to_free) LibFree(p);
+  }
+
+  int getPoolUseCount(DeviceIndex device, MempoolId mempool_id) override {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = pools_.find(PoolKey{device, mempool_id});
+    return it == pools_.end() ? 0 : it->second.use_count;
+  }
+
+  void createOrIncrefPool(DeviceIndex device, MempoolId mempool_id,
+                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    TORCH_CHECK(allocator == nullptr,
+                "fragfree: torch.cuda.MemPool(allocator=...) is not supported while "
+                "fragfree is PyTorch's CUDA allocator; create MemPool() without an "
+                "allocator (its memory then comes from fragfree).");
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pools_[PoolKey{device, mempool_id}].use_count += 1;
+  }
+
+  void setUseOnOOM(DeviceIndex /*device*/, MempoolId /*mempool_id*/, bool /*use_on_oom*/) override {
+    // fragfree already uses every free page of every pool before declaring
+    // OOM-free memory scarce; nothing to configure.
+  }
+
+  void setNoSplit(DeviceIndex /*device*/, MempoolId /*mempool_id*/) override {
+    // Accepted and ignored: fragfree does not hand out sub-blocks of another
+    // allocation, so an allocation never shares its pages' identity with a
+    // split neighbour in the way native no_split pools guard against.
+  }
+
+  bool checkPoolLiveAllocations(DeviceIndex device, MempoolId mempool_id,
+                                const std::unordered_set<void*>& expected) override {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = pools_.find(PoolKey{device, mempool_id});
+    if (it == pools_.end()) return expected.empty();
+    const auto& live = it->second.live;
+    if (live.size() != expected.size()) return false;
+    for (const auto& kv : live) {
+      if (!expected.count(kv.first)) return false;
+    }
+    return true;
+  }
+
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(DeviceIndex device,
+                                                          MempoolId id) override {
+    auto state = std::make_shared<FragfreePoolState>();
+    state->device = device;
+    state->id = id;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = pools_.find(PoolKey{device, id});
+    if (it != pools_.end()) {
+      state->live.assign(it->second.live.begin(), it->second.live.end());
+    }
+    return state;
+  }
+
+  // Restores a pool to a checkpoint (cudagraph trees switching paths). Native
+  // frees every live block of the pool and re-creates the checkpoint's blocks at
+  // their addresses. fragfree keeps allocations that are live in both, frees
+  // those live only now, and revives those live only in the checkpoint from the
+  // pool's deferred frees (they are still reserved for the pool). Without that
+  // reserve (libfragfree's own pool hooks reuse freed pool memory) a block that
+  // was freed since the checkpoint cannot be revived at its address: error.
+  cca::CheckpointDelta setCheckpointPoolState(DeviceIndex device,
+                                              std::shared_ptr<cca::AllocatorState> pps) override {
+    auto state = std::dynamic_pointer_cast<FragfreePoolState>(pps);
+    TORCH_CHECK(state != nullptr, "fragfree: setCheckpointPoolState got a state it did not create");
+    TORCH_CHECK(state->device == device, "fragfree: checkpoint state belongs to device ",
+                static_cast<int>(state->device));
+    cca::CheckpointDelta delta;
+    std::vector<void*> to_free;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      PoolInfo& pool = pools_[PoolKey{device, state->id}];
+      std::unordered_map<void*, AllocInfo> wanted(state->live.begin(), state->live.end());
+      // Revivals first, so that a failure leaves the pool untouched.
+      for (const auto& kv : wanted) {
+        if (pool.live.count(kv.first)) continue;
+        TORCH_CHECK(pool.deferred.count(kv.first),
+                    "fragfree: cannot restore this CUDA graph pool checkpoint: block ",
+                    kv.first, " was freed and may have been reused since. Use "
+                    "torch.compile(mode=\"reduce-overhead\") with "
+                    "torch._inductor.config.triton.cudagraph_trees = False, or a "
+                    "libfragfree with pool restore support.");
+      }
+      for (auto it = pool.live.begin(); it != pool.live.end();) {
+        delta.ptrs_freed.push_back(it->first);
+        if (wanted.count(it->first)) {
+          ++it;
+          continue;
+        }
+        AllocInfo info = it->second;
+        ptr_pool_.erase(it->first);
+        if (pool.use_count > 0 && !lib_has_pool_hooks()) {
+          pool.deferred.emplace(it->first, info);
+        } else {
+          to_free.push_back(it->first);
+        }
+        it = pool.live.erase(it);
+      }
+      for (const auto& kv : wanted) {
+        if (!pool.live.count(kv.first)) {
+          pool.deferred.erase(kv.first);
+          pool.live.emplace(kv.first, kv.second);
+          ptr_pool_[kv.first] = PoolKey{device, state->id};
+        }
+        delta.dataptrs_allocd.emplace_back(kv.first, kv.first, &RawDelete,
+                                           c10::Device(c10::DeviceType::CUDA, device));
+      }
+      pool_ptrs_.store(ptr_pool_.size());
+    }
+    for (void* p : to_free) LibFree(p);
+    return delta;
+  }
+
+  // --- IPC, peers, copies ---------------------------------------------------
+
+  cca::ShareableHandle shareIpcHandle(void* /*ptr*/) override {
+    TORCH_CHECK(false,
+                "fragfree does not yet support shareIpcHandle (sharing CUDA tensors "
+                "between processes). If you need it, please file an issue.");
+  }
+
+  std::shared_ptr<void> getIpcDevPtr(std::string /*handle*/) override {
+    TORCH_CHECK(false,
+                "fragfree does not yet support getIpcDevPtr (opening CUDA tensors of "
+                "another process). If you need it, please file an issue.");
+  }
+
+  void enablePeerAccess(DeviceIndex dev, DeviceIndex dev_to_access) override {
+    // As CUDAPluggableAllocator: enables context peer access. Mapping fragfree's
+    // pages for the peer (cuMemSetAccess) is libfragfree's job.
+    c10::cuda::CUDAGuard guard(dev);
+    cudaError_t err = cudaDeviceEnablePeerAccess(dev_to_access, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      C10_CUDA_CHECK(err);
+    }
+  }
+
+  cudaError_t memcpyAsync(void* dst, int dstDevice, const void* src, int srcDevice,
+                          size_t count, cudaStream_t stream, bool p2p_enabled) override {
+    // VMM memory cannot be copied across devices with cudaMemcpyAsync unless
+    // peer access is on (as cudaMallocAsync / expandable segments).
+    if (p2p_enabled || dstDevice == srcDevice) {
+      return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+    }
+    return cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream);
+  }
+
+  // --- used by RawDelete ----------------------------------------------------
+
+  void Free(void* ptr) {
+    if (ptr == nullptr) return;
+    if (deferred_count_.load(std::memory_order_relaxed) > 0 && active_filters_.load() == 0) {
+      FlushDeferredCaptureFrees();
+    }
+    if (pool_ptrs_.load(std::memory_order_acquire) > 0 || active_filters_.load() > 0) {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto owner = ptr_pool_.find(ptr);
+      if (owner != ptr_pool_.end()) {
+        auto pit = pools_.find(owner->second);
+        ptr_pool_.erase(owner);
+        pool_ptrs_.store(ptr_pool_.size());
+        if (pit != pools_.end()) {
+          PoolInfo& pool = pit->second;
+          auto live = pool.live.find(ptr);
+          AllocInfo info = live != pool.live.end() ? live->second : AllocInfo{};
+          if (live != pool.live.end()) pool.live.erase(live);
+          if (pool.use_count > 0 && !lib_has_pool_hooks()) {
+            // The graph may replay into this memory: hold it until the pool is
+            // released (libfragfree without pool hooks would reuse it at once).
+            pool.deferred.emplace(ptr, info);
+            return;
+          }
+          if (pool.use_count <= 0 && pool.live.empty() && pool.deferred.empty()) {
+            pools_.erase(pit);
+          }
+        }
+        // Fall through: free now (outside the lock below).
+      } else if (!lib_has_pool_hooks() && active_filters_.load() > 0 &&
+                 CurrentStreamCapturing()) {
+        // An allocation from outside the capture freed while a capture is under
+        // way: defer it to the end of capture (as cudaMallocAsync does), so the
+        // library records no event on a capturing stream.
+        deferred_capture_frees_.push_back(ptr);
+        deferred_count_.store(deferred_capture_frees_.size());
+        return;
+      }
+    }
+    LibFree(ptr);
+  }
+
+ private:
+  void AssertValidDevice(DeviceIndex device) const {
+    TORCH_CHECK(0 <= device && device < std::max(device_count_, 1) && device < kMaxDevices,
+                "fragfree: invalid device index ", static_cast<int>(device));
+  }
+
+  void Check(int status, const char* what) const {
+    TORCH_CHECK(status == 0, "fragfree: ", what, " failed: ", api_.LastError());
+  }
+
+  void LibFree(void* ptr) {
+    if (api_.free(ptr, -1) != 0) {
+      // Never throw from a deleter (it runs in destructors).
+      TORCH_WARN("fragfree: ff_free(", ptr, ") failed: ", api_.LastError());
+    }
+  }
+
+  static bool CurrentStreamCapturing() {
+    DeviceIndex device = 0;
+    if (c10::cuda::GetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t err =
+        cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device).stream(), &status);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  // Frees what Free() deferred during a capture, once the calling thread's
+  // stream is no longer capturing (endAllocateToPool runs just before
+  // cudaStreamEndCapture, so the next Free or emptyCache usually does it).
+  void FlushDeferredCaptureFrees() {
+    std::vector<void*> frees;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      if (deferred_capture_frees_.empty()) return;
+      if (active_filters_.load() > 0 && CurrentStreamCapturing()) return;
+      frees.swap(deferred_capture_frees_);
+      deferred_count_.store(0);
+    }
+    for (void* p : frees) LibFree(p);
+  }
+
+  void* Malloc(size_t size, DeviceIndex device, cudaStream_t stream) {
+    AssertValidDevice(device);
+    used_[device].store(true, std::memory_order_relaxed);
+    MempoolId pool{0, 0};
+    bool in_pool = false;
+    if (active_filters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      for (const auto& entry : captures_[device]) {
+        if (entry.second(stream)) {
+          pool = entry.first;
+          in_pool = true;
+          break;
+        }
+      }
+    }
+    void* ptr = api_.malloc(size, device, stream);
+    if (ptr == nullptr) ReportOutOfMemory(size, device);
+    if (in_pool) {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      PoolKey key{device, pool};
+      pools_[key].live.emplace(ptr, AllocInfo{size, stream, device, pool});
+      ptr_pool_[ptr] = key;
+      pool_ptrs_.store(ptr_pool_.size(), std::memory_order_release);
+    }
+    return ptr;
+  }
+
+  [[noreturn]] void ReportOutOfMemory(size_t size, DeviceIndex device) {
+    const std::string detail = api_.LastError();
+    size_t device_free = 0, device_total = 0;
+    {
+      c10::cuda::CUDAGuard guard(device);
+      if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) {
+        (void)cudaGetLastError();
+      }
+    }
+    (void)cudaGetLastError();  // clear any sticky allocation error, as native does
+    int64_t allocated = 0, reserved = 0;
+    Json stats;
+    std::string err;
+    if (api_.CallJson(api_.stats_json, device, &stats, &err)) {
+      allocated = stats.int_at("allocated_bytes.all.current");
+      reserved = stats.int_at("reserved_bytes.all.current");
+    }
+    const double fraction = fractions_[device];
+    const size_t allowed = fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
+    std::vector<cca::OutOfMemoryObserver> observers;
+    {
+      std::lock_guard<std::mutex> lock(observer_mu_);
+      observers = oom_observers_;
+    }
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), static_cast<size_t>(allocated),
+                                     static_cast<size_t>(reserved),
+                                     c10::Device(c10::DeviceType::CUDA, device));
+    for (const auto& obs : observers) {
+      obs(device, size, allowed ? allowed : device_total, device_free);
+    }
+    const std::string allowed_info = allowed ? FormatSize(allowed) + " allowed; " : "";
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", FormatSize(size),
+        ". GPU ", static_cast<int>(device), " has a total capacity of ", FormatSize(device_total),
+        " of which ", FormatSize(device_free), " is free. ", allowed_info,
+        "Of the allocated memory ", FormatSize(static_cast<uint64_t>(allocated)),
+        " is allocated by PyTorch, and ",
+        FormatSize(static_cast<uint64_t>(std::max<int64_t>(0, reserved - allocated))),
+        " is reserved by PyTorch but unallocated (allocator: fragfree, which can remap "
+        "all of it).", detail.empty() ? "" : "\nfragfree: ", detail);
+  }
+
+  cca::SnapshotInfo BuildSnapshot(MempoolId mempool_id, bool include_traces) {
+    cca::SnapshotInfo result{};
+    const int ndev = std::max(device_count_, 1);
+    result.device_traces.resize(ndev);
+    if (api_.snapshot_json == nullptr) {
+      TORCH_WARN_ONCE(
+          "fragfree: this libfragfree has no ff_snapshot_json; memory snapshots are empty.");
+      return result;
+    }
+    const auto now = c10::getApproximateTime();
+    for (int d = 0; d < ndev; ++d) {
+      if (!used_[d].load()) continue;
+      Json json;
+      std::string err;
+      TORCH_CHECK(api_.CallJson(api_.snapshot_json, d, &json, &err),
+                  "fragfree: ff_snapshot_json(", d, ") failed: ", err);
+      if (const Json* segs = json.get("segments"); segs && segs->type == Json::kArray) {
+        for (const Json& s : segs->array) {
+          cca::SegmentInfo seg;
+          seg.device = static_cast<decltype(seg.device)>(s.int_at("device", d));
+          seg.address = static_cast<decltype(seg.address)>(s.int_at("address"));
+          seg.total_size = static_cast<decltype(seg.total_size)>(s.int_at("total_size"));
+          seg.requested_size =
+              static_cast<decltype(seg.requested_size)>(s.int_at("requested_size"));
+          seg.allocated_size =
+              static_cast<decltype(seg.allocated_size)>(s.int_at("allocated_size"));
+          seg.active_size = static_cast<decltype(seg.active_size)>(s.int_at("active_size"));
+          seg.stream = reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(s.int_at("stream")));
+          seg.is_large = s.str_at("segment_type") != "small";
+          if (const Json* e = s.get("is_expandable")) seg.is_expandable = e->as_int(1) != 0;
+          else seg.is_expandable = true;
+          if (const Json* pid = s.get("segment_pool_id");
+              pid && pid->type == Json::kArray && pid->array.size() == 2) {
+            seg.owner_private_pool_id = {
+                static_cast<unsigned long long>(pid->array[0].as_int()),
+                static_cast<unsigned long long>(pid->array[1].as_int())};
+          }
+          if (mempool_id != MempoolId{0, 0} && seg.owner_private_pool_id != mempool_id) continue;
+          if (const Json* blocks = s.get("blocks"); blocks && blocks->type == Json::kArray) {
+            for (const Json& b : blocks->array) {
+              cca::BlockInfo block;
+              block.size = static_cast<decltype(block.size)>(b.int_at("size"));
+              block.requested_size =
+                  static_cast<decltype(block.requested_size)>(b.int_at("requested_size"));
+              const std::string state = b.str_at("state");
+              block.allocated = state == "active_allocated";
+              block.active = state == "active_allocated" || state == "active_pending_free";
+              seg.blocks.push_back(std::move(block));
+            }
+          }
+          result.segments.push_back(std::move(seg));
+        }
+      }
+      if (!include_traces) continue;
+      const Json* traces = json.get("device_traces");
+      if (traces == nullptr || traces->type != Json::kArray || traces->array.empty()) continue;
+      const Json& mine =
+          traces->array.size() == 1 ? traces->array[0]
+                                    : traces->array[std::min<size_t>(d, traces->array.size() - 1)];
+      if (mine.type != Json::kArray) continue;
+      for (const Json& e : mine.array) {
+        const std::string action = e.str_at("action");
+        cca::TraceEntry::Action a;
+        if (action == "alloc") a = cca::TraceEntry::ALLOC;
+        else if (action == "free_requested") a = cca::TraceEntry::FREE_REQUESTED;
+        else if (action == "free_completed") a = cca::TraceEntry::FREE_COMPLETED;
+        else if (action == "segment_alloc") a = cca::TraceEntry::SEGMENT_ALLOC;
+        else if (action == "segment_free") a = cca::TraceEntry::SEGMENT_FREE;
+        else if (action == "segment_map") a = cca::TraceEntry::SEGMENT_MAP;
+        else if (action == "segment_unmap") a = cca::TraceEntry::SEGMENT_UNMAP;
+        else if (action == "snapshot") a = cca::TraceEntry::SNAPSHOT;
+        else if (action == "oom") a = cca::TraceEntry::OOM;
+        else continue;
+        const int64_t addr = a == cca::TraceEntry::OOM ? e.int_at("device_free") : e.int_at("addr");
+        MempoolId pool{0, 0};
+        if (const Json* pid = e.get("pool_id");
+            pid && pid->type == Json::kArray && pid->array.size() == 2) {
+          pool = {static_cast<unsigned long long>(pid->array[0].as_int()),
+                  static_cast<unsigned long long>(pid->array[1].as_int())};
+        }
+        // Times: libfragfree reports Unix microseconds; the TraceEntry clock is
+        // c10's approximate (TSC) clock with no public inverse conversion, so
+        // entries keep their order and carry the snapshot time.
+        result.device_traces[d].emplace_back(
+            a, static_cast<DeviceIndex>(d), static_cast<size_t>(addr),
+            static_cast<size_t>(e.int_at("size")),
+            reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(e.int_at("stream"))), pool,
+            now);
+      }
+    }
+    return result;
+  }
+
+  FragfreeApi api_;
+  int device_count_ = 0;
+  std::atomic<bool> initialized_{false};
+  std::array<std::atomic<bool>, kMaxDevices> used_{};
+  std::array<double, kMaxDevices> fractions_{};
+  std::atomic<bool> history_enabled_{false};
+
+  std::mutex observer_mu_;
+  std::vector<cca::OutOfMemoryObserver> oom_observers_;
+  std::vector<cca::AllocatorTraceTracker> trace_trackers_;
+
+  std::mutex pool_mu_;
+  std::atomic<int> active_filters_{0};
+  std::atomic<size_t> pool_ptrs_{0};
+  std::array<std::vector<std::pair<MempoolId, std::function<bool(cudaStream_t)>>>, kMaxDevices>
+      captures_;
+  std::map<PoolKey, PoolInfo> pools_;
+  std::unordered_map<void*, PoolKey> ptr_pool_;
+  std::vector<void*> deferred_capture_frees_;
+  std::atomic<size_t> deferred_count_{0};
+};
+
+// The process's adapter: created once, never destroyed (tensors may be freed
+// during interpreter shutdown, after static destructors would have run).
+FragfreeAllocator* g_allocator = nullptr;
+std::mutex g_install_mu;
+
+void RawDelete(void* ptr) { g_allocator->Free(ptr); }
+
+pybind11::dict Features() {
+  pybind11::dict d;
+  d["installed"] = g_allocator != nullptr &&
+                   cca::allocator.load() == static_cast<cca::CUDAAllocator*>(g_allocator);
+  if (g_allocator != nullptr) {
+    d["library"] = g_allocator->api().path;
+    d["pool_hooks"] = g_allocator->lib_has_pool_hooks();
+    d["snapshot"] = g_allocator->api().snapshot_json != nullptr;
+    d["record_history"] = g_allocator->api().record_history != nullptr;
+  }
+  d["oom_rejection_observer"] = HasOomRejection<cca::CUDAAllocator>::value;
+  return d;
+}
+
+pybind11::dict Install(const std::string& lib_path) {
+  std::lock_guard<std::mutex> lock(g_install_mu);
+  cca::CUDAAllocator* current = cca::allocator.load();
+  if (g_allocator != nullptr && current == g_allocator) return Features();
+  TORCH_CHECK(g_allocator == nullptr,
+              "fragfree: the native adapter was installed and later replaced; it cannot "
+              "be installed twice in one process");
+  TORCH_CHECK(current == nullptr || !current->initialized(),
+              "fragfree: PyTorch's CUDA allocator (", current ? current->name() : "none",
+              ") is already initialised, so it cannot be replaced. Call "
+              "fragfree.enable(mode=\"native\") before any CUDA work (before the first "
+              "CUDA tensor, torch.cuda.init() or torch.cuda.MemPool()).");
+  g_allocator = new FragfreeAllocator(lib_path);
+  cca::allocator.store(g_allocator);
+  // Also serve c10::GetAllocator(kCUDA) / getDeviceAllocator(kCUDA) (torch.accelerator
+  // memory APIs), which the native backend registered at priority 0.
+  c10::SetAllocator(c10::DeviceType::CUDA, g_allocator, /*priority=*/0);
+  return Features();
+}
+
+}  // namespace fragfree_native
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "fragfree's native-API adapter: PyTorch's CUDAAllocator over libfragfree";
+  m.def("install", &fragfree_native::Install, pybind11::arg("lib_path"),
+        "Make fragfree PyTorch's CUDA allocator (before CUDA is initialised).");
+  m.def("features", &fragfree_native::Features,
+        "What the installed adapter and library support.");
+}

@@ -1,0 +1,283 @@
+// A fake CUDA runtime (built as libcudart.so.99) for the host tests of the
+// LD_PRELOAD interposer: the runtime functions libfragfree.so forwards to or
+// calls, implemented on host memory with call counters (fake_cudart.h). It
+// lets CI check the interposer's routing (what fragfree serves, what reaches
+// the runtime) without a GPU.
+// Thread-safety: one mutex guards all state; thread-local capture mode.
+#include "tests/preload/fake_cudart.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+extern "C" {
+cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
+                                 cudaStream_t stream);
+cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
+                                         cudaMemPool_t pool,
+                                         cudaStream_t stream);
+}
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::map<std::string, int> calls;
+  std::set<void*> device_live;
+  std::set<void*> host_live;
+  std::map<uintptr_t, int> stream_device;  // created streams
+  std::set<uintptr_t> capturing;
+  bool implicit_capture = false;
+  bool no_device = false;
+  int device = 0;
+  std::map<int, cudaMemPool_t> current_pool;
+  uintptr_t next_handle = 0x10000;
+};
+State& S() {
+  static State* const s = new State();
+  return *s;
+}
+thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+
+void Count(const char* name) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().calls[name]++;
+}
+
+cudaMemPool_t DefaultPoolOf(int device) {
+  return reinterpret_cast<cudaMemPool_t>(uintptr_t{0x7000} + 16 * device);
+}
+
+bool IsSpecial(cudaStream_t s) { return reinterpret_cast<uintptr_t>(s) <= 2; }
+
+// The stream's device, or -1 when the handle is not a stream.
+int DeviceOf(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (IsSpecial(s)) return S().device;
+  auto it = S().stream_device.find(reinterpret_cast<uintptr_t>(s));
+  return it == S().stream_device.end() ? -1 : it->second;
+}
+
+cudaError_t DeviceAlloc(const char* name, void** p, size_t size) {
+  Count(name);
+  if (p == nullptr) return cudaErrorInvalidValue;
+  if (size == 0) {
+    *p = nullptr;
+    return cudaSuccess;
+  }
+  *p = malloc(size);
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().device_live.insert(*p);
+  return cudaSuccess;
+}
+
+cudaError_t DeviceFree(const char* name, void* p) {
+  Count(name);
+  if (p == nullptr) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (S().device_live.erase(p) == 0) return cudaErrorInvalidValue;
+  free(p);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+int fake_calls(const char* name) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto it = S().calls.find(name);
+  return it == S().calls.end() ? 0 : it->second;
+}
+
+void* fake_device_alloc(size_t size) {
+  void* p = malloc(size);
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().device_live.insert(p);
+  return p;
+}
+
+cudaStream_t fake_stream_create(int device) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  uintptr_t h = S().next_handle;
+  S().next_handle += 0x100;
+  S().stream_device[h] = device;
+  return reinterpret_cast<cudaStream_t>(h);
+}
+
+void fake_set_capturing(cudaStream_t stream, int capturing) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (capturing) {
+    S().capturing.insert(reinterpret_cast<uintptr_t>(stream));
+  } else {
+    S().capturing.erase(reinterpret_cast<uintptr_t>(stream));
+  }
+}
+
+void fake_set_implicit_capture(int on) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().implicit_capture = on != 0;
+}
+
+void fake_set_device(int device) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().device = device;
+}
+
+void fake_set_no_device(int on) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().no_device = on != 0;
+}
+
+cudaMemPool_t fake_pool_create(void) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  uintptr_t h = S().next_handle;
+  S().next_handle += 0x100;
+  return reinterpret_cast<cudaMemPool_t>(h);
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  Count("cudaGetDevice");
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (S().no_device) return cudaErrorNoDevice;
+  *device = S().device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  Count("cudaStreamGetDevice");
+  int d = DeviceOf(stream);
+  if (d < 0) return cudaErrorInvalidResourceHandle;
+  *device = d;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                  cudaStreamCaptureStatus* status) {
+  Count("cudaStreamIsCapturing");
+  if (DeviceOf(stream) < 0) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (stream == nullptr && S().implicit_capture) {
+    return cudaErrorStreamCaptureImplicit;
+  }
+  *status = S().capturing.count(reinterpret_cast<uintptr_t>(stream))
+                ? cudaStreamCaptureStatusActive
+                : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  Count("cudaThreadExchangeStreamCaptureMode");
+  cudaStreamCaptureMode old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  Count("cudaStreamSynchronize");
+  return DeviceOf(stream) < 0 ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  Count("cudaStreamDestroy");
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().stream_device.erase(reinterpret_cast<uintptr_t>(stream))
+             ? cudaSuccess
+             : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaMalloc(void** p, size_t size) {
+  return DeviceAlloc("cudaMalloc", p, size);
+}
+cudaError_t cudaFree(void* p) { return DeviceFree("cudaFree", p); }
+cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) {
+  return DeviceAlloc("cudaMallocAsync", p, size);
+}
+cudaError_t cudaMallocAsync_ptsz(void** p, size_t size, cudaStream_t) {
+  return DeviceAlloc("cudaMallocAsync_ptsz", p, size);
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+  return DeviceFree("cudaFreeAsync", p);
+}
+cudaError_t cudaFreeAsync_ptsz(void* p, cudaStream_t) {
+  return DeviceFree("cudaFreeAsync_ptsz", p);
+}
+cudaError_t cudaMallocFromPoolAsync(void** p, size_t size, cudaMemPool_t,
+                                    cudaStream_t) {
+  return DeviceAlloc("cudaMallocFromPoolAsync", p, size);
+}
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** p, size_t size, cudaMemPool_t,
+                                         cudaStream_t) {
+  return DeviceAlloc("cudaMallocFromPoolAsync_ptsz", p, size);
+}
+
+cudaError_t cudaMallocHost(void** p, size_t size) {
+  Count("cudaMallocHost");
+  *p = malloc(size);
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().host_live.insert(*p);
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) {
+  Count("cudaHostAlloc");
+  *p = malloc(size);
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().host_live.insert(*p);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  Count("cudaFreeHost");
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (p != nullptr && S().host_live.erase(p) == 0) return cudaErrorInvalidValue;
+  free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  Count("cudaDeviceGetDefaultMemPool");
+  *pool = DefaultPoolOf(device);
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) {
+  Count("cudaDeviceGetMemPool");
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto it = S().current_pool.find(device);
+  *pool = it == S().current_pool.end() ? DefaultPoolOf(device) : it->second;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t pool) {
+  Count("cudaDeviceSetMemPool");
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().current_pool[device] = pool;
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr attr,
+                                    void* value) {
+  Count("cudaMemPoolGetAttribute");
+  switch (attr) {
+    case cudaMemPoolAttrReservedMemCurrent:
+    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrUsedMemCurrent:
+    case cudaMemPoolAttrUsedMemHigh:
+      *static_cast<uint64_t*>(value) = FAKE_POOL_BYTES;
+      return cudaSuccess;
+    default:
+      *static_cast<uint64_t*>(value) = 0;
+      return cudaSuccess;
+  }
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) {
+  Count("cudaMemPoolSetAttribute");
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) {
+  Count("cudaMemPoolTrimTo");
+  return cudaSuccess;
+}
+
+}  // extern "C"
