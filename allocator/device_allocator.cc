@@ -80,17 +80,91 @@ void DeviceAllocator::RecomputeLimit() {
   pages_.set_limit_bytes(limit_bytes_);
 }
 
+uint32_t DeviceAllocator::NewSlot(StreamHandle stream, const Pool* pool) {
+  uint32_t slot = fences_.AddStream(stream);
+  streams_.emplace_back();
+  streams_.back().pool = pool;
+  stats_.num_streams = int64_t(streams_.size());
+  return slot;
+}
+
 uint32_t DeviceAllocator::SlotFor(StreamHandle stream) {
   if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
   auto [it, inserted] = slot_of_.try_emplace(stream, 0);
-  if (inserted) {
-    it->second = fences_.AddStream(stream);
-    streams_.emplace_back();
-    stats_.num_streams = int64_t(streams_.size());
-  }
+  if (inserted) it->second = NewSlot(stream, nullptr);
   last_stream_ = stream;
   last_slot_ = it->second;
   return it->second;
+}
+
+uint32_t DeviceAllocator::SlotDuringCapture(StreamHandle stream) {
+  for (auto& pool : pools_) {
+    if (!pool->capturing || !pool->filter || !pool->filter(stream)) continue;
+    auto [it, inserted] = pool->slots.try_emplace(stream, 0);
+    if (inserted) it->second = NewSlot(stream, pool.get());
+    return it->second;
+  }
+  return SlotFor(stream);
+}
+
+DeviceAllocator::Pool* DeviceAllocator::FindPool(PoolId id) {
+  for (auto& pool : pools_) {
+    if (pool->id == id) return pool.get();
+  }
+  return nullptr;
+}
+
+absl::Status DeviceAllocator::BeginAllocateToPool(
+    PoolId id, std::function<bool(StreamHandle)> filter) {
+  MutexLock lock(&mu_);
+  Pool* pool = FindPool(id);
+  if (pool == nullptr) {
+    pools_.push_back(std::make_unique<Pool>());
+    pool = pools_.back().get();
+    pool->id = id;
+  }
+  if (pool->capturing) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "graph pool (%d, %d) is already being allocated to", id.first,
+        id.second));
+  }
+  pool->filter = std::move(filter);
+  pool->capturing = true;
+  pool->released = false;
+  ++capturing_;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::EndAllocateToPool(PoolId id) {
+  MutexLock lock(&mu_);
+  Pool* pool = FindPool(id);
+  if (pool == nullptr || !pool->capturing) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "endAllocateToPool for graph pool (%d, %d), which is not being "
+        "allocated to",
+        id.first, id.second));
+  }
+  pool->capturing = false;
+  pool->filter = nullptr;
+  --capturing_;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::ReleasePool(PoolId id) {
+  MutexLock lock(&mu_);
+  Pool* pool = FindPool(id);
+  if (pool == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "releasePool for unknown graph pool (%d, %d)", id.first, id.second));
+  }
+  if (pool->capturing) {
+    pool->capturing = false;
+    pool->filter = nullptr;
+    --capturing_;
+  }
+  // Its free pages may now move; live blocks stay until the program frees them.
+  pool->released = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
@@ -130,10 +204,11 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                        FormatBytes(limit_bytes_)));
   }
   const size_t rounded = rounding_.Round(size);
-  if (!pending_.empty()) {
+  if (!pending_.empty() && capturing_ == 0) {
     if (absl::Status s = ProcessPending(false); !s.ok()) return s;
   }
-  const uint32_t slot = SlotFor(stream);
+  const uint32_t slot =
+      capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   const ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
   absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
@@ -185,10 +260,14 @@ void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
 
 absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
                                       std::vector<PageId>* out) {
+  // During graph capture nothing is unmapped and no event is touched.
+  if (capturing_ > 0) return absl::OkStatus();
   const size_t before = out->size();
   for (auto& arena_ptr : arenas_) {
     Arena* arena = arena_ptr.get();
     if (arena->mapped_pages() == 0) continue;
+    const Pool* pool = streams_[arena->stream_slot()].pool;
+    if (pool != nullptr && !pool->released) continue;  // a graph may replay
     absl::Status status;
     const size_t arena_before = out->size();
     arena->free_index().ForEachLargestFirst([&](Block* b) {
@@ -220,7 +299,7 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
     for (PageId p : pages) pages_.ReturnIdle(p);
   };
   absl::Status status;
-  if (pages.size() < count && options_.reclaim_before_grow) {
+  if (pages.size() < count && options_.reclaim_before_grow && capturing_ == 0) {
     status = fences_.PollAndFence();
     if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
   }
@@ -235,7 +314,7 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
       status = created;
     }
   }
-  if (status.ok() && pages.size() < count) {
+  if (status.ok() && pages.size() < count && capturing_ == 0) {
     ++stats_.num_alloc_retries;
     status = fences_.PollAndFence();
     if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
@@ -243,12 +322,14 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
       ++stats_.num_sync_all_streams;
       status = Reclaim(count, /*wait=*/true, &pages);
     }
-    if (status.ok() && pages.size() < count) {
-      status = absl::ResourceExhaustedError(absl::StrFormat(
-          "%d more page(s) of %s were needed, and every whole free page has "
-          "been reclaimed",
-          count - pages.size(), FormatBytes(page_size_)));
-    }
+  }
+  if (status.ok() && pages.size() < count) {
+    status = absl::ResourceExhaustedError(absl::StrFormat(
+        "%d more page(s) of %s were needed, and every whole free page has "
+        "been reclaimed%s",
+        count - pages.size(), FormatBytes(page_size_),
+        capturing_ > 0 ? " (except during CUDA graph capture, when nothing "
+                         "is unmapped)" : ""));
   }
   if (status.ok()) status = block->arena->MapPages(block, pages);
   if (!status.ok()) {
@@ -351,6 +432,7 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
 
 absl::Status DeviceAllocator::EmptyCache() {
   MutexLock lock(&mu_);
+  if (capturing_ > 0) return absl::OkStatus();  // PyTorch's rule: not in capture
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   std::vector<PageId> pages;
@@ -523,9 +605,16 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
   MutexLock lock(&mu_);
   std::vector<ArenaView> out;
   for (const auto& arena : arenas_) {
-    ArenaView v{arena->base(), arena->size(),   arena->page_size(),
-                arena->stream(), arena->kind(), arena->mapped_pages(),
-                {},              {}};
+    ArenaView v;
+    v.base = arena->base();
+    v.va_size = arena->size();
+    v.page_size = arena->page_size();
+    v.stream = arena->stream();
+    v.small = arena->kind() == ArenaKind::kSmall;
+    const Pool* pool = streams_[arena->stream_slot()].pool;
+    v.pool_id[0] = pool ? pool->id.first : 0;
+    v.pool_id[1] = pool ? pool->id.second : 0;
+    v.mapped_pages = arena->mapped_pages();
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       v.blocks.push_back({b->addr, b->size, b->requested, b->state, b->alloc_seq});
     }

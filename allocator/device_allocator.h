@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/base/mutex.h"
+#include "allocator/obs/allocator_view.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
@@ -61,25 +62,8 @@ struct OomInfo {
   std::string reason;  // one line: why this request could not be served
 };
 
-// One block as reports and snapshots see it.
-struct BlockView {
-  uintptr_t addr;
-  size_t size;
-  size_t requested;
-  BlockState state;
-  uint64_t alloc_seq;
-};
-// One arena as reports and snapshots see it.
-struct ArenaView {
-  uintptr_t base;
-  size_t va_size;
-  size_t page_size;
-  StreamHandle stream;
-  ArenaKind kind;
-  size_t mapped_pages;
-  std::vector<BlockView> blocks;          // tiling the VA
-  std::vector<bool> page_mapped;          // up to the last mapped page
-};
+// A CUDA graph memory pool, as PyTorch names it (MempoolId_t).
+using PoolId = std::pair<uint64_t, uint64_t>;
 
 class DeviceAllocator {
  public:
@@ -110,6 +94,17 @@ class DeviceAllocator {
   absl::Status SetMemoryFraction(double fraction) ABSL_LOCKS_EXCLUDED(mu_);
   size_t memory_limit() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // CUDA graph pools (PyTorch's beginAllocateToPool / endAllocateToPool /
+  // releasePool). Between Begin and End, allocations on streams the filter accepts
+  // come from the pool's own arenas, and no event is queried, no fence waited on
+  // and no page unmapped anywhere (capture forbids it). A pool's pages stay with
+  // it, even when its blocks are freed, until ReleasePool: a graph may replay.
+  absl::Status BeginAllocateToPool(PoolId id,
+                                   std::function<bool(StreamHandle)> filter)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status EndAllocateToPool(PoolId id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ReleasePool(PoolId id) ABSL_LOCKS_EXCLUDED(mu_);
+
   DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
@@ -127,8 +122,16 @@ class DeviceAllocator {
   std::string backend_name() const { return backend_->Name(); }
 
  private:
+  struct Pool {
+    PoolId id;
+    std::function<bool(StreamHandle)> filter;
+    bool capturing = false;
+    bool released = false;
+    absl::flat_hash_map<StreamHandle, uint32_t> slots;
+  };
   struct StreamState {
     std::vector<Arena*> arenas[3];  // indexed by ArenaKind
+    const Pool* pool = nullptr;     // set for a graph pool's slot
   };
   struct PendingFree {
     Block* block;
@@ -140,6 +143,12 @@ class DeviceAllocator {
                   std::unique_ptr<EventSource> events);
 
   uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t NewSlot(StreamHandle stream, const Pool* pool)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot of a capturing pool whose filter takes `stream`, else SlotFor.
+  uint32_t SlotDuringCapture(StreamHandle stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Pool* FindPool(PoolId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Block*> Place(uint32_t slot, ArenaKind kind, size_t size,
                                size_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,6 +195,8 @@ class DeviceAllocator {
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
   OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
+  int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
 };
 
 }  // namespace fragfree

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
 #include "fragfree/fragfree.h"
 #include "shim/runtime.h"
@@ -149,19 +150,34 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
   });
 }
 
+namespace {
+// Copies `text` into buf (NUL-terminated, truncated to len) and returns its length.
+size_t CopyOut(const std::string& text, char* buf, size_t len) {
+  if (buf != nullptr && len > 0) {
+    size_t n = std::min(len - 1, text.size());
+    memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size();
+}
+}  // namespace
+
 size_t ff_stats_json(int device, char* buf, size_t len) {
   std::string json;
   ff_status_t s = ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
     json = fragfree::StatsToJson(d.GetStats());
     return absl::OkStatus();
   });
-  if (s != FF_OK) return 0;
-  if (buf != nullptr && len > 0) {
-    size_t n = std::min(len - 1, json.size());
-    memcpy(buf, json.data(), n);
-    buf[n] = '\0';
-  }
-  return json.size();
+  return s == FF_OK ? CopyOut(json, buf, len) : 0;
+}
+
+size_t ff_snapshot_json(int device, char* buf, size_t len) {
+  std::string json;
+  ff_status_t s = ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
+    json = fragfree::SnapshotToJson(d.device(), d.Arenas());
+    return absl::OkStatus();
+  });
+  return s == FF_OK ? CopyOut(json, buf, len) : 0;
 }
 
 ff_status_t ff_reset_peak_stats(int device) {

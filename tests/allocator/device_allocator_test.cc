@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "allocator/device_allocator.h"
+#include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/host_backend.h"
 #include "allocator/stream/host_event_source.h"
@@ -249,6 +250,63 @@ TEST(DeviceAllocator, ThreadsOnManyStreams) {
   for (auto& t : threads) t.join();
   ASSERT_TRUE(a->CheckInvariants().ok()) << a->CheckInvariants();
   EXPECT_EQ(a->GetStats().allocated_bytes.pool[kPoolAll].current, 0);
+}
+
+}  // namespace
+}  // namespace fragfree
+
+namespace fragfree {
+namespace {
+
+TEST(DeviceAllocatorGraphPools, PoolPagesStayWithTheGraphUntilReleased) {
+  Fixture f = Make(4);
+  const PoolId pool{1, 7};
+  ASSERT_TRUE(f.a->BeginAllocateToPool(pool, [](StreamHandle s) {
+                   return s == kS1;
+                 }).ok());
+  f.events->SetCapturing(kS1, true);
+  void* p = *f.a->Malloc(4 * kPage, kS1);  // captured: from the pool
+  ASSERT_TRUE(f.a->Free(p).ok());          // freed inside the capture
+  EXPECT_EQ(f.events->records(), 0) << "no event may be recorded in capture";
+  f.events->SetCapturing(kS1, false);
+  ASSERT_TRUE(f.a->EndAllocateToPool(pool).ok());
+  // The graph may replay: its memory is not handed to anyone else.
+  EXPECT_FALSE(f.a->Malloc(kPage, kS2).ok());
+  ASSERT_TRUE(f.a->ReleasePool(pool).ok());
+  EXPECT_TRUE(f.a->Malloc(kPage, kS2).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  EXPECT_FALSE(f.a->EndAllocateToPool(pool).ok());
+  EXPECT_FALSE(f.a->ReleasePool({9, 9}).ok());
+}
+
+TEST(DeviceAllocatorSnapshot, SegmentsAreMappedRangesTiledByBlocks) {
+  Fixture f = Make(8);
+  void* a = *f.a->Malloc(kPage + 512, kS1);
+  void* b = *f.a->Malloc(3000, kS2);
+  ASSERT_TRUE(f.a->Free(a).ok());
+  (void)b;
+  std::vector<ArenaView> arenas = f.a->Arenas();
+  std::string json = SnapshotToJson(0, arenas);
+  EXPECT_NE(json.find("\"segments\":[{"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"state\":\"active_allocated\""), std::string::npos);
+  EXPECT_NE(json.find("\"device_traces\":[[]]"), std::string::npos);
+  EXPECT_NE(json.find("\"segment_type\":\"small\""), std::string::npos);
+  // Every segment's blocks add up to its total_size.
+  size_t pos = 0;
+  int segments = 0;
+  while ((pos = json.find("\"total_size\":", pos)) != std::string::npos) {
+    size_t total = std::stoull(json.substr(pos + 13));
+    size_t end = json.find("}]}", pos);
+    size_t sum = 0, q = pos;
+    while ((q = json.find("\"size\":", q)) != std::string::npos && q < end) {
+      sum += std::stoull(json.substr(q + 7));
+      ++q;
+    }
+    EXPECT_EQ(sum, total) << json;
+    ++segments;
+    ++pos;
+  }
+  EXPECT_EQ(segments, 2);
 }
 
 }  // namespace

@@ -85,6 +85,10 @@ FF_API ff_status_t ff_reset_peak_stats(int device);
 FF_API ff_status_t ff_reset_accumulated_stats(int device);
 /* Requested size of a live allocation, 0 if ptr is not one. */
 FF_API size_t ff_allocation_size(const void* ptr, int device);
+/* The device's state as a torch.cuda.memory._snapshot()-shaped JSON object
+ * ({"segments": [...], "device_traces": [...]}); returns the full length
+ * (excluding the NUL) like ff_stats_json, or 0 on error. */
+FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
 /* Checks the allocator's invariants (tests, debugging): FF_OK or why not. */
 FF_API ff_status_t ff_check_invariants(int device);
 
