@@ -9,6 +9,8 @@
 // configuration once; afterwards state is atomics. The fork handlers take the
 // preload layer's locks around fork(). The exit handler reads engine state
 // through the engine's own locks.
+#include "shim/preload.h"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -26,7 +28,6 @@
 #include "allocator/base/units.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
-#include "shim/preload.h"
 #include "shim/runtime.h"
 
 namespace fragfree::preload {

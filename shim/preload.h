@@ -35,7 +35,8 @@ bool Active();
 void NoteCudaUse();
 void NoteEngineUse();
 
-// --- Devices (preload_state.cc) -----------------------------------------------
+// --- Devices (preload_state.cc)
+// -----------------------------------------------
 
 // The allocator serving `device`, created on first use; nullptr when fragfree
 // cannot serve it (reported once), and the caller forwards to the runtime.
@@ -48,14 +49,15 @@ template <typename Fn>
 void ForEachServed(Fn&& fn);
 int MaxServedDevice();  // one past the highest device index served
 
-// --- Streams (preload_state.cc) -----------------------------------------------
+// --- Streams (preload_state.cc)
+// -----------------------------------------------
 
 // Stream handles as the engine sees them. cudaStreamLegacy (0x1) is normalised
 // to 0 for stream-ordered calls; the engine's arena for cudaMalloc blocks uses
 // kSyncArenaStream (the legacy stream under another handle) so that memory
 // freed in stream order on stream 0 never serves a cudaMalloc at once.
 inline constexpr StreamHandle kLegacyStream = 0;
-inline constexpr StreamHandle kSyncArenaStream = 0x1;   // cudaStreamLegacy
+inline constexpr StreamHandle kSyncArenaStream = 0x1;  // cudaStreamLegacy
 inline constexpr StreamHandle kPerThreadStream = 0x2;  // cudaStreamPerThread
 
 // The stream as a key: per_thread (a _ptsz call) maps 0 to cudaStreamPerThread;
@@ -65,8 +67,14 @@ inline bool IsSpecialStream(StreamHandle s) { return s <= kPerThreadStream; }
 // The device of `stream` (the current device for the special handles), and
 // remembers a real stream as seen on that device. Errors are the runtime's.
 cudaError_t StreamDevice(StreamHandle stream, int* device);
-// Real streams seen on `device` (not the special handles).
+// Real streams seen on `device` (not the special handles): passed to a
+// stream-ordered allocation call, or created non-blocking through the runtime.
 std::vector<StreamHandle> SeenStreams(int device);
+// The streams a cudaFree on `device` must wait for: the seen streams that have
+// work in flight (idle and capturing ones are skipped), plus both handles of
+// the legacy default stream, whose event completes only after all prior work
+// of every blocking stream.
+std::vector<StreamHandle> StreamsToFence(int device);
 // The stream is being destroyed: never record an event on it again.
 void ForgetStream(StreamHandle stream);
 // True while `stream` is capturing a graph; an error for a bad stream.
@@ -74,7 +82,8 @@ void ForgetStream(StreamHandle stream);
 // captures) counts as capturing.
 cudaError_t IsCapturing(StreamHandle stream, bool* capturing);
 
-// --- Memory pools (preload_state.cc) ------------------------------------------
+// --- Memory pools (preload_state.cc)
+// ------------------------------------------
 
 // The device's default pool (cached), or nullptr when the runtime fails.
 cudaMemPool_t DefaultPool(int device);
@@ -86,7 +95,8 @@ bool IsDefaultPool(cudaMemPool_t pool, int* device);
 bool CurrentPoolIsDefault(int device);
 void SetCurrentPoolIsDefault(int device, bool is_default);
 
-// --- Pinned host memory (preload_pinned.cc) -----------------------------------
+// --- Pinned host memory (preload_pinned.cc)
+// -----------------------------------
 
 struct PinnedCounters {
   int64_t allocs = 0;
@@ -98,7 +108,8 @@ struct PinnedCounters {
 };
 PinnedCounters GetPinnedCounters();
 
-// --- Errors and capture (preload_state.cc) ------------------------------------
+// --- Errors and capture (preload_state.cc)
+// ------------------------------------
 
 // Reports a fragfree error (handler or stderr) and maps it: out of memory →
 // cudaErrorMemoryAllocation, bad pointer or argument → cudaErrorInvalidValue.
@@ -119,14 +130,16 @@ class RelaxedCapture {
   bool swapped_ = false;
 };
 
-// --- Fork (preload_state.cc, preload_pinned.cc) -------------------------------
+// --- Fork (preload_state.cc, preload_pinned.cc)
+// -------------------------------
 
 void LockStateForFork();
 void UnlockStateAfterFork();
 void LockPinnedForFork();
 void UnlockPinnedAfterFork();
 
-// --- Implementation of the template above -------------------------------------
+// --- Implementation of the template above
+// -------------------------------------
 
 DeviceAllocator* ExistingServed(int device);
 template <typename Fn>

@@ -1,22 +1,26 @@
 // The interposed CUDA runtime functions for device memory (docs/preload.md):
 // cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync and
 // cudaMallocFromPoolAsync (with their per-thread-default-stream _ptsz
-// variants), and cudaStreamDestroy. Fragfree serves what it can; pointers it did
+// variants), and the stream calls that keep the registry of streams cudaFree
+// waits for (cudaStreamCreateWithFlags, cudaStreamCreateWithPriority,
+// cudaStreamDestroy). Fragfree serves what it can; pointers it did
 // not allocate, graph-capture allocations, other pools and unserved devices go
 // to the runtime's own functions.
 //
 // cudaFree's contract (nothing issued before it, on any stream, may still use
 // the memory once it can be reused) is kept without a device synchronize: the
-// block is recorded on every stream fragfree has seen on the device plus the
-// legacy default stream, and the engine reuses it only after events on those
-// streams complete. cudaFreeAsync(ptr, s) frees in stream order on s.
+// block is recorded on every busy stream fragfree knows on the device (those
+// passed to its allocation calls and every non-blocking stream created through
+// the runtime) plus the legacy default stream, which covers all blocking
+// streams; the engine reuses it only after events on those streams complete.
+// cudaFreeAsync(ptr, s) frees in stream order on s.
 //
 // Thread-safety: every function is thread-safe (the engine and the preload
 // state lock internally); no lock is held while calling into the runtime.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
-#include <vector>
 
 #include "shim/preload.h"
 #include "shim/preload_real.h"
@@ -27,9 +31,9 @@ namespace fragfree::preload {
 namespace {
 
 // Calls the runtime's own `name`; kNoRuntime when the process has none.
-#define FF_FORWARD(name, ...)                                  \
-  do {                                                         \
-    auto real_fn_ = ::fragfree::preload::Real().name.get();    \
+#define FF_FORWARD(name, ...)                                        \
+  do {                                                               \
+    auto real_fn_ = ::fragfree::preload::Real().name.get();          \
     return real_fn_ != nullptr ? real_fn_(__VA_ARGS__) : kNoRuntime; \
   } while (0)
 
@@ -112,7 +116,7 @@ cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
     // The engine's events belong to the owner's device: wait for the stream.
     auto sync = Real().cudaStreamSynchronize.get();
     if (sync == nullptr) return kNoRuntime;
-    err = sync(stream);
+    err = sync(reinterpret_cast<cudaStream_t>(s));
     if (err != cudaSuccess) return err;
   } else if (absl::Status st = d->RecordStream(ptr, s); !st.ok()) {
     return ToCuda(st);
@@ -151,15 +155,12 @@ FF_INTERPOSE cudaError_t cudaFree(void* devPtr) {
   int device = -1;
   DeviceAllocator* d = FindOwner(devPtr, &device);
   if (d == nullptr) return forward();
-  // No stream is known: the memory waits for every stream fragfree has seen on
-  // the device and for the legacy default stream (which covers all blocking
-  // streams). The engine ignores the stream the block was allocated on, so
-  // both handles of the legacy stream are recorded.
-  std::vector<StreamHandle> streams = SeenStreams(device);
-  streams.push_back(kLegacyStream);
-  streams.push_back(kSyncArenaStream);
+  // No stream is known: the memory waits for every busy stream fragfree has
+  // seen on the device and for the legacy default stream (which covers all
+  // blocking streams). The engine ignores the stream the block was allocated
+  // on, so both handles of the legacy stream are recorded.
   RelaxedCapture relaxed;
-  for (StreamHandle s : streams) {
+  for (StreamHandle s : StreamsToFence(device)) {
     if (absl::Status st = d->RecordStream(devPtr, s); !st.ok()) {
       return ToCuda(st);
     }
@@ -169,20 +170,16 @@ FF_INTERPOSE cudaError_t cudaFree(void* devPtr) {
 
 FF_INTERPOSE cudaError_t cudaMallocAsync(void** devPtr, size_t size,
                                          cudaStream_t hStream) {
-  return StreamOrderedMalloc(devPtr, size, hStream, /*per_thread=*/false, -1,
-                             [&] {
-                               FF_FORWARD(cudaMallocAsync, devPtr, size,
-                                          hStream);
-                             });
+  return StreamOrderedMalloc(
+      devPtr, size, hStream, /*per_thread=*/false, -1,
+      [&] { FF_FORWARD(cudaMallocAsync, devPtr, size, hStream); });
 }
 
 FF_INTERPOSE cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
                                               cudaStream_t hStream) {
-  return StreamOrderedMalloc(devPtr, size, hStream, /*per_thread=*/true, -1,
-                             [&] {
-                               FF_FORWARD(cudaMallocAsync_ptsz, devPtr, size,
-                                          hStream);
-                             });
+  return StreamOrderedMalloc(
+      devPtr, size, hStream, /*per_thread=*/true, -1,
+      [&] { FF_FORWARD(cudaMallocAsync_ptsz, devPtr, size, hStream); });
 }
 
 FF_INTERPOSE cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
@@ -219,6 +216,38 @@ FF_INTERPOSE cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
   if (!Active() || !IsDefaultPool(memPool, &pool_device)) return forward();
   return StreamOrderedMalloc(ptr, size, stream, /*per_thread=*/true,
                              pool_device, forward);
+}
+
+namespace {
+// Non-blocking streams are remembered at creation so that cudaFree waits for
+// them (blocking ones are covered by the legacy default stream).
+cudaError_t NoteCreatedStream(cudaError_t err, cudaStream_t* stream,
+                              unsigned int flags) {
+  if (err != cudaSuccess || !Active() || stream == nullptr ||
+      (flags & cudaStreamNonBlocking) == 0) {
+    return err;
+  }
+  int device = -1;
+  // The stream is new: its device cannot fail to resolve unless the runtime
+  // is broken, and then the error is the runtime's, not the creation's.
+  (void)StreamDevice(Normalize(*stream, /*per_thread=*/false), &device);
+  return err;
+}
+}  // namespace
+
+FF_INTERPOSE cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
+                                                   unsigned int flags) {
+  auto real = Real().cudaStreamCreateWithFlags.get();
+  if (real == nullptr) return kNoRuntime;
+  return NoteCreatedStream(real(pStream, flags), pStream, flags);
+}
+
+FF_INTERPOSE cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream,
+                                                      unsigned int flags,
+                                                      int priority) {
+  auto real = Real().cudaStreamCreateWithPriority.get();
+  if (real == nullptr) return kNoRuntime;
+  return NoteCreatedStream(real(pStream, flags, priority), pStream, flags);
 }
 
 FF_INTERPOSE cudaError_t cudaStreamDestroy(cudaStream_t stream) {

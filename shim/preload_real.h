@@ -3,10 +3,10 @@
 // loaded into a local scope (a Python extension's libcudart), in the first
 // loaded libcudart.so*. libfragfree.so never links cudart; every function is
 // resolved lazily on first use, so loading the library into a process that does
-// not use CUDA touches nothing. A function that cannot be found is reported once
-// on stderr and the caller returns kNoRuntime.
-// Thread-safety: RealFn::get() is thread-safe (an atomic slot; two threads may
-// resolve the same name at once and store the same pointer).
+// not use CUDA touches nothing. A function that cannot be found is reported
+// once on stderr and the caller returns kNoRuntime. Thread-safety:
+// RealFn::get() is thread-safe (an atomic slot; two threads may resolve the
+// same name at once and store the same pointer).
 #ifndef FRAGFREE_SHIM_PRELOAD_REAL_H_
 #define FRAGFREE_SHIM_PRELOAD_REAL_H_
 
@@ -16,7 +16,8 @@
 #include <cstdint>
 
 // Per-thread-default-stream variants (nvcc --default-stream per-thread); the
-// runtime header declares them only in that mode, libcudart always exports them.
+// runtime header declares them only in that mode, libcudart always exports
+// them.
 extern "C" {
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
                                  cudaStream_t stream);
@@ -61,28 +62,31 @@ class RealFn {
 };
 
 // Every runtime function the preload layer forwards to or calls itself.
-#define FF_PRELOAD_REAL_FUNCTIONS(X)   \
-  X(cudaMalloc)                        \
-  X(cudaFree)                          \
-  X(cudaMallocAsync)                   \
-  X(cudaFreeAsync)                     \
-  X(cudaMallocAsync_ptsz)              \
-  X(cudaFreeAsync_ptsz)                \
-  X(cudaMallocFromPoolAsync)           \
-  X(cudaMallocFromPoolAsync_ptsz)      \
-  X(cudaMallocHost)                    \
-  X(cudaHostAlloc)                     \
-  X(cudaFreeHost)                      \
-  X(cudaDeviceGetDefaultMemPool)       \
-  X(cudaDeviceGetMemPool)              \
-  X(cudaDeviceSetMemPool)              \
-  X(cudaMemPoolGetAttribute)           \
-  X(cudaMemPoolSetAttribute)           \
-  X(cudaMemPoolTrimTo)                 \
-  X(cudaStreamDestroy)                 \
-  X(cudaGetDevice)                     \
-  X(cudaStreamIsCapturing)             \
-  X(cudaStreamSynchronize)             \
+#define FF_PRELOAD_REAL_FUNCTIONS(X) \
+  X(cudaMalloc)                      \
+  X(cudaFree)                        \
+  X(cudaMallocAsync)                 \
+  X(cudaFreeAsync)                   \
+  X(cudaMallocAsync_ptsz)            \
+  X(cudaFreeAsync_ptsz)              \
+  X(cudaMallocFromPoolAsync)         \
+  X(cudaMallocFromPoolAsync_ptsz)    \
+  X(cudaMallocHost)                  \
+  X(cudaHostAlloc)                   \
+  X(cudaFreeHost)                    \
+  X(cudaDeviceGetDefaultMemPool)     \
+  X(cudaDeviceGetMemPool)            \
+  X(cudaDeviceSetMemPool)            \
+  X(cudaMemPoolGetAttribute)         \
+  X(cudaMemPoolSetAttribute)         \
+  X(cudaMemPoolTrimTo)               \
+  X(cudaStreamCreateWithFlags)       \
+  X(cudaStreamCreateWithPriority)    \
+  X(cudaStreamDestroy)               \
+  X(cudaStreamQuery)                 \
+  X(cudaGetDevice)                   \
+  X(cudaStreamIsCapturing)           \
+  X(cudaStreamSynchronize)           \
   X(cudaThreadExchangeStreamCaptureMode)
 
 struct RealCuda {

@@ -154,6 +154,25 @@ std::vector<StreamHandle> SeenStreams(int device) {
   return out;
 }
 
+std::vector<StreamHandle> StreamsToFence(int device) {
+  std::vector<StreamHandle> out;
+  auto query = Real().cudaStreamQuery.get();
+  for (StreamHandle s : SeenStreams(device)) {
+    bool capturing = false;
+    // A capturing stream runs nothing yet (the engine skips it too), and
+    // querying it would invalidate the capture.
+    if (IsCapturing(s, &capturing) != cudaSuccess || capturing) continue;
+    if (query != nullptr &&
+        query(reinterpret_cast<cudaStream_t>(s)) == cudaSuccess) {
+      continue;  // idle: everything issued on it so far has completed
+    }
+    out.push_back(s);
+  }
+  out.push_back(kLegacyStream);
+  out.push_back(kSyncArenaStream);
+  return out;
+}
+
 void ForgetStream(StreamHandle stream) {
   if (IsSpecialStream(stream)) return;
   StreamRegistry& reg = Streams();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,11 +13,32 @@ namespace fragfree::replay {
 namespace {
 
 constexpr double kWidth = 880;
-constexpr double kHeight = 240;
+constexpr double kHeight = 250;
 constexpr double kLeft = 64;  // room for y labels
 constexpr double kRight = 12;
 constexpr double kTop = 12;
-constexpr double kBottom = 28;  // room for x labels
+constexpr double kBottom = 38;  // room for x labels and the axis title
+
+constexpr size_t kMaxPlotPoints = 800;  // about one per pixel column
+
+// Merges consecutive stretches so that at most `max_points` remain, keeping the
+// maximum of each merged group.
+std::vector<TimelinePoint> Merge(const std::vector<TimelinePoint>& in,
+                                 size_t max_points) {
+  if (in.size() <= max_points) return in;
+  std::vector<TimelinePoint> out(max_points);
+  for (size_t k = 0; k < max_points; ++k) {
+    const size_t begin = k * in.size() / max_points;
+    const size_t end = (k + 1) * in.size() / max_points;
+    out[k].first_event = in[begin].first_event;
+    for (size_t i = begin; i < end; ++i) {
+      out[k].live_bytes = std::max(out[k].live_bytes, in[i].live_bytes);
+      out[k].reserved_bytes =
+          std::max(out[k].reserved_bytes, in[i].reserved_bytes);
+    }
+  }
+  return out;
+}
 
 std::string Escape(std::string_view s) {
   std::string out;
@@ -79,33 +101,36 @@ std::string Chart(const ReplayResult& r, uint64_t events, double y_max_gib) {
     absl::StrAppendFormat(&svg,
                           "<text x=\"%.1f\" y=\"%.1f\" class=\"xlab\">%g"
                           "</text>\n",
-                          x(v), kTop + ph + 18, v);
+                          x(v), kTop + ph + 15, v);
   }
   // Live bytes as a filled area, reserved bytes as a line, both as step plots
-  // over the sampled stretches.
-  std::string live = absl::StrFormat("%.1f,%.1f", x(0), y(0));
+  // over the sampled stretches, merged (by maximum) to at most one stretch per
+  // pixel column to keep the page small.
+  const std::vector<TimelinePoint> t = Merge(r.timeline, kMaxPlotPoints);
+  std::string live = absl::StrFormat("M%.1f %.1f", x(0), y(0));
   std::string reserved;
-  const auto& t = r.timeline;
   for (size_t i = 0; i < t.size(); ++i) {
     const double x0 = x(static_cast<double>(t[i].first_event));
     const double x1 =
         x(i + 1 < t.size() ? static_cast<double>(t[i + 1].first_event) : x_max);
     const double lv = y(static_cast<double>(t[i].live_bytes) / kGiB);
     const double rv = y(static_cast<double>(t[i].reserved_bytes) / kGiB);
-    absl::StrAppendFormat(&live, " %.1f,%.1f %.1f,%.1f", x0, lv, x1, lv);
-    absl::StrAppendFormat(&reserved, "%s%.1f,%.1f %.1f,%.1f",
-                          reserved.empty() ? "" : " ", x0, rv, x1, rv);
+    absl::StrAppendFormat(&live, "V%.1fH%.1f", lv, x1);
+    if (i == 0) {
+      absl::StrAppendFormat(&reserved, "M%.1f %.1fH%.1f", x0, rv, x1);
+    } else {
+      absl::StrAppendFormat(&reserved, "V%.1fH%.1f", rv, x1);
+    }
   }
-  absl::StrAppendFormat(&live, " %.1f,%.1f", x(x_max), y(0));
-  absl::StrAppend(&svg, "<polygon class=\"live\" points=\"", live, "\"/>\n");
-  absl::StrAppend(&svg, "<polyline class=\"reserved\" points=\"", reserved,
-                  "\"/>\n");
+  absl::StrAppendFormat(&live, "V%.1fZ", y(0));
+  absl::StrAppend(&svg, "<path class=\"live\" d=\"", live, "\"/>\n");
+  absl::StrAppend(&svg, "<path class=\"reserved\" d=\"", reserved, "\"/>\n");
   absl::StrAppendFormat(
       &svg,
       "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
       "height=\"%.1f\"/>\n"
       "<text x=\"%.1f\" y=\"%.1f\" class=\"xlab\">event index</text>\n",
-      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 1);
+      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 4);
   absl::StrAppend(&svg, "</svg>\n");
   return svg;
 }

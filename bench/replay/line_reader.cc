@@ -69,7 +69,10 @@ bool LineReader::Fill() {
       gzread(gz, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
   int errnum = Z_OK;
   const char* message = gzerror(gz, &errnum);
-  if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+  // On a truncated stream zlib still returns what it could decompress (with
+  // Z_BUF_ERROR pending), then 0: report the error once that data is used up,
+  // so the line number points at the cut.
+  if (n < 0 || (n == 0 && errnum != Z_OK && errnum != Z_STREAM_END)) {
     const char* what =
         errnum == Z_BUF_ERROR
             ? "unexpected end of compressed data (truncated .gz?)"

@@ -6,6 +6,8 @@
 // Thread-safety: one mutex guards all state; thread-local capture mode.
 #include "tests/preload/fake_cudart.h"
 
+#include <pthread.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -31,6 +33,7 @@ struct State {
   std::set<void*> host_live;
   std::map<uintptr_t, int> stream_device;  // created streams
   std::set<uintptr_t> capturing;
+  std::set<uintptr_t> busy;
   bool implicit_capture = false;
   bool no_device = false;
   int device = 0;
@@ -41,6 +44,12 @@ State& S() {
   static State* const s = new State();
   return *s;
 }
+// Fork-safe like a real runtime's bookkeeping: the lock is held across fork().
+__attribute__((constructor)) void RegisterForkHandlers() {
+  pthread_atfork([] { S().mu.lock(); }, [] { S().mu.unlock(); },
+                 [] { S().mu.unlock(); });
+}
+
 thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 
 void Count(const char* name) {
@@ -82,6 +91,16 @@ cudaError_t DeviceFree(const char* name, void* p) {
   if (S().device_live.erase(p) == 0) return cudaErrorInvalidValue;
   free(p);
   return cudaSuccess;
+}
+
+// (Calls between the fake's own exported functions would go through
+// libfragfree.so's interposers, so shared code lives here.)
+cudaStream_t NewStreamOnCurrentDevice() {
+  std::lock_guard<std::mutex> lock(S().mu);
+  uintptr_t h = S().next_handle;
+  S().next_handle += 0x100;
+  S().stream_device[h] = S().device;
+  return reinterpret_cast<cudaStream_t>(h);
 }
 
 }  // namespace
@@ -181,6 +200,36 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Count("cudaStreamSynchronize");
   return DeviceOf(stream) < 0 ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+
+void fake_set_busy(cudaStream_t stream, int busy) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (busy) {
+    S().busy.insert(reinterpret_cast<uintptr_t>(stream));
+  } else {
+    S().busy.erase(reinterpret_cast<uintptr_t>(stream));
+  }
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  Count("cudaStreamCreateWithFlags");
+  *stream = NewStreamOnCurrentDevice();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int,
+                                         int) {
+  Count("cudaStreamCreateWithPriority");
+  *stream = NewStreamOnCurrentDevice();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  Count("cudaStreamQuery");
+  if (DeviceOf(stream) < 0) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().busy.count(reinterpret_cast<uintptr_t>(stream)) ? cudaErrorNotReady
+                                                             : cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {

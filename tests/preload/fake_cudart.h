@@ -20,7 +20,11 @@ void* fake_device_alloc(size_t size);
 // A stream on `device`; cudaStreamGetDevice answers `device` for it.
 cudaStream_t fake_stream_create(int device);
 void fake_set_capturing(cudaStream_t stream, int capturing);
-// While set, cudaStreamIsCapturing(0) fails with cudaErrorStreamCaptureImplicit.
+// While set, cudaStreamQuery(stream) answers cudaErrorNotReady (work in
+// flight); otherwise cudaSuccess (idle).
+void fake_set_busy(cudaStream_t stream, int busy);
+// While set, cudaStreamIsCapturing(0) fails with
+// cudaErrorStreamCaptureImplicit.
 void fake_set_implicit_capture(int on);
 void fake_set_device(int device);
 // While set, cudaGetDevice fails with cudaErrorNoDevice.

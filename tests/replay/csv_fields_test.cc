@@ -1,4 +1,5 @@
 // Tests for bench/replay/csv_fields.h and line_reader.h.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/csv_fields.h"
 
 #include <string>

@@ -42,6 +42,7 @@
 //   Peak reserved 62 MiB = 65011712; peak allocated 35652608 (as native);
 //   minimum capacity 62 MiB (below it E's page cannot be mapped and no page is
 //   wholly free).
+// Thread-safety: single-threaded tests.
 #include <fstream>
 #include <sstream>
 #include <string>

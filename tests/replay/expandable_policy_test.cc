@@ -1,6 +1,7 @@
 // Tests for bench/replay/expandable_policy.h: PyTorch's expandable segments,
 // each rule on a small hand-worked case (pages of 2 MiB small / 20 MiB large),
 // plus invariants under a random workload.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/expandable_policy.h"
 
 #include <random>

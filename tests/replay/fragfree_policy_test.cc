@@ -2,6 +2,7 @@
 // interface on the simulated backend. These check the adapter (ids, OOM, the
 // counting backend agreeing with the engine's stats) and the engine's headline
 // promise on a replay: scattered free pages still serve a request.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/fragfree_policy.h"
 
 #include <random>

@@ -1,6 +1,7 @@
 // Tests for bench/replay/native_policy.h: the rules of PyTorch's native caching
 // allocator, each checked on a small hand-worked case, plus invariants under a
 // random workload.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/native_policy.h"
 
 #include <random>

@@ -1,5 +1,6 @@
 // Tests for bench/replay/pytorch_alloc_config.h: PyTorch's size rules and the
 // PYTORCH_CUDA_ALLOC_CONF subset.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/pytorch_alloc_config.h"
 
 #include "gmock/gmock.h"

@@ -1,5 +1,6 @@
 // Tests for bench/replay/replayer.h with a scripted policy: OOM handling, the
 // timeline's sampling, latency bookkeeping and the minimum-capacity search.
+// Thread-safety: single-threaded tests.
 #include "bench/replay/replayer.h"
 
 #include <algorithm>

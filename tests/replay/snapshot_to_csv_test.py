@@ -1,4 +1,7 @@
-"""Tests for bench/replay/snapshot_to_csv.py (stdlib unittest; no torch)."""
+"""Tests for bench/replay/snapshot_to_csv.py (stdlib unittest; no torch).
+
+Thread-safety: single-threaded tests.
+"""
 
 import gzip
 import os

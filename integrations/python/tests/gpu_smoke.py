@@ -79,10 +79,10 @@ def _train_step(torch, steps=3):
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     torch.cuda.synchronize()
     expect(all(l == l and l < 100 for l in losses), f"bad losses {losses}")
-    expect(losses[-1] < losses[0], f"loss did not decrease: {losses}")
+    expect(steps < 2 or losses[-1] < losses[0], f"loss did not decrease: {losses}")
     return model
 
 
@@ -262,7 +262,7 @@ def _snapshot_viz(mode):
     r = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot",
                         str(snap_path), "-o", str(html)], capture_output=True, text=True)
     expect(r.returncode == 0, f"_memory_viz trace_plot failed: {r.stderr[-500:]}")
-    expect(html.is_file() and html.stat().st_size > 1000, "trace_plot wrote no HTML")
+    expect(html.is_file() and "snapshot.pickle" in html.read_text(), "trace_plot wrote no HTML")
     r = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "stats",
                         str(snap_path)], capture_output=True, text=True)
     expect(r.returncode == 0, f"_memory_viz stats failed: {r.stderr[-500:]}")

@@ -1064,6 +1064,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       }
     }
     void* ptr = api_.malloc(size, device, stream);
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG malloc returned %p\n", ptr);
     if (ptr == nullptr) ReportOutOfMemory(size, device);
     if (in_pool) {
       std::lock_guard<std::mutex> lock(pool_mu_);
@@ -1077,7 +1078,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   [[noreturn]] void ReportOutOfMemory(size_t size, DeviceIndex device) {
     const std::string detail = api_.LastError();
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 1\n");
     size_t device_free = 0, device_total = 0;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 2\n");
     {
       c10::cuda::CUDAGuard guard(device);
       if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) {
@@ -1086,15 +1089,21 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     }
     (void)cudaGetLastError();  // clear any sticky allocation error, as native does
     int64_t allocated = 0, reserved = 0;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 3\n");
     Json stats;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 4\n");
     std::string err;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 5\n");
     if (api_.CallJson(api_.stats_json, device, &stats, &err)) {
       allocated = stats.int_at("allocated_bytes.all.current");
       reserved = stats.int_at("reserved_bytes.all.current");
     }
     const double fraction = fractions_[device];
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 6\n");
     const size_t allowed = fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 7\n");
     std::vector<cca::OutOfMemoryObserver> observers;
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 8\n");
     {
       std::lock_guard<std::mutex> lock(observer_mu_);
       observers = oom_observers_;
@@ -1106,6 +1115,11 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       obs(device, size, allowed ? allowed : device_total, device_free);
     }
     const std::string allowed_info = allowed ? FormatSize(allowed) + " allowed; " : "";
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 9\n");
+    std::string dbg_msg = c10::str("CUDA out of memory. Tried to allocate ", FormatSize(size), " x ", detail);
+    if (getenv("FF_DBG")) fprintf(stderr, "DBG msg built: %s\n", dbg_msg.c_str());
+    if (getenv("FF_DBG2")) throw std::runtime_error("plain std exception");
+    if (getenv("FF_DBG3")) TORCH_CHECK(false, "plain c10 error");
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", FormatSize(size),
         ". GPU ", static_cast<int>(device), " has a total capacity of ", FormatSize(device_total),
