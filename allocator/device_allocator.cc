@@ -39,6 +39,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       pages_(backend_.get(), 0) {
   MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
+  trace_.Resize(options.trace_entries);
   limit_fraction_ = options.memory_fraction;
   RecomputeLimit();
 }
@@ -233,12 +234,15 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   }
   block->alloc_seq = ++alloc_seq_;
   live_.emplace(block->addr, block);
+  trace_.Record(TraceAction::kAlloc, block->addr, size, stream);
   const int pool = PoolOf(arena->kind());
   stats_.allocation.Increase(pool, 1);
   stats_.allocated_bytes.Increase(pool, int64_t(block->size));
   stats_.active.Increase(pool, 1);
   stats_.active_bytes.Increase(pool, int64_t(block->size));
   stats_.requested_bytes.Increase(pool, int64_t(size));
+  allocated_high_water_ = std::max(
+      allocated_high_water_, stats_.allocated_bytes.pool[kPoolAll].current);
   return reinterpret_cast<void*>(block->addr);
 }
 
@@ -262,32 +266,70 @@ absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
                                       std::vector<PageId>* out) {
   // During graph capture nothing is unmapped and no event is touched.
   if (capturing_ > 0) return absl::OkStatus();
-  const size_t before = out->size();
+  // Candidates: free blocks holding whole mapped pages, in arenas whose pages
+  // may move. Oldest holes go first: the longer a hole has gone unused, the
+  // less likely the next requests fit it. See Note [Where pages come from].
+  struct Candidate {
+    Arena* arena;
+    Block* block;
+  };
+  std::vector<Candidate> candidates;
   for (auto& arena_ptr : arenas_) {
     Arena* arena = arena_ptr.get();
     if (arena->mapped_pages() == 0) continue;
     const Pool* pool = streams_[arena->stream_slot()].pool;
     if (pool != nullptr && !pool->released) continue;  // a graph may replay
-    absl::Status status;
-    const size_t arena_before = out->size();
     arena->free_index().ForEachLargestFirst([&](Block* b) {
-      if (out->size() >= want) return false;
-      if (arena->ReclaimablePages(b) == 0) return true;
-      const uint32_t slot = arena->stream_slot();
-      if (!fences_.IsComplete(slot, b->free_epoch)) {
-        if (!wait || events_->IsCapturing(arena->stream())) return true;
-        status = fences_.WaitFor(slot, b->free_epoch);
-        if (!status.ok()) return false;
-      }
-      status = arena->UnmapFreePages(b, want - out->size(), out);
-      return status.ok();
+      if (arena->ReclaimablePages(b) > 0) candidates.push_back({arena, b});
+      return true;
     });
-    NotePagesMapped(arena->kind(), -int64_t(out->size() - arena_before));
-    if (!status.ok()) return status;
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& x, const Candidate& y) {
+              return x.block->free_seq < y.block->free_seq;
+            });
+  const size_t before = out->size();
+  absl::Status status;
+  for (const Candidate& c : candidates) {
     if (out->size() >= want) break;
+    const uint32_t slot = c.arena->stream_slot();
+    if (!fences_.IsComplete(slot, c.block->free_epoch)) {
+      if (!wait || events_->IsCapturing(c.arena->stream())) continue;
+      status = fences_.WaitFor(slot, c.block->free_epoch);
+      if (!status.ok()) break;
+    }
+    const size_t got_before = out->size();
+    runs_.clear();
+    status = c.arena->UnmapFreePages(c.block, want - out->size(), out,
+                                     trace_.enabled() ? &runs_ : nullptr);
+    NotePagesMapped(c.arena->kind(), -int64_t(out->size() - got_before));
+    for (const auto& [addr, bytes] : runs_) {
+      trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, c.arena->stream());
+    }
+    if (!status.ok()) break;
   }
   stats_.pages_remapped += int64_t(out->size() - before);
-  return absl::OkStatus();
+  return status;
+}
+
+bool DeviceAllocator::ShouldReclaimFirst(const Block* block,
+                                         size_t count) const {
+  switch (options_.reclaim_before_grow) {
+    case Options::Reclaim::kAlways:
+      return true;
+    case Options::Reclaim::kNever:
+      return false;
+    case Options::Reclaim::kAuto:
+      break;
+  }
+  // Grow freely up to a little above the most memory the program has ever had
+  // allocated; past that, growing would only add cached (wasted) pages.
+  const double allocated_high_water = double(std::max<int64_t>(
+      allocated_high_water_,
+      stats_.allocated_bytes.pool[kPoolAll].current + int64_t(block->size)));
+  const double mapped_after =
+      double(stats_.mapped_bytes.current) + double(count * page_size_);
+  return mapped_after > (1.0 + options_.grow_slack) * allocated_high_water;
 }
 
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
@@ -299,7 +341,7 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
     for (PageId p : pages) pages_.ReturnIdle(p);
   };
   absl::Status status;
-  if (pages.size() < count && options_.reclaim_before_grow && capturing_ == 0) {
+  if (pages.size() < count && capturing_ == 0 && ShouldReclaimFirst(block, count)) {
     status = fences_.PollAndFence();
     if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
   }
@@ -331,12 +373,19 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
         capturing_ > 0 ? " (except during CUDA graph capture, when nothing "
                          "is unmapped)" : ""));
   }
-  if (status.ok()) status = block->arena->MapPages(block, pages);
+  runs_.clear();
+  if (status.ok()) {
+    status = block->arena->MapPages(block, pages,
+                                    trace_.enabled() ? &runs_ : nullptr);
+  }
   if (!status.ok()) {
     give_back();
     return status;
   }
   NotePagesMapped(block->arena->kind(), int64_t(count));
+  for (const auto& [addr, bytes] : runs_) {
+    trace_.Record(TraceAction::kSegmentMap, addr, bytes, block->arena->stream());
+  }
   return absl::OkStatus();
 }
 
@@ -345,7 +394,10 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
   const int pool = PoolOf(arena->kind());
   stats_.active.Decrease(pool, 1);
   stats_.active_bytes.Decrease(pool, int64_t(block->size));
-  arena->Release(block, fences_.StampFree(arena->stream_slot()));
+  trace_.Record(TraceAction::kFreeCompleted, block->addr, block->requested,
+                arena->stream());
+  Block* hole = arena->Release(block, fences_.StampFree(arena->stream_slot()));
+  hole->free_seq = ++alloc_seq_;
 }
 
 absl::Status DeviceAllocator::Free(void* ptr) {
@@ -363,6 +415,8 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   stats_.allocation.Decrease(pool, 1);
   stats_.allocated_bytes.Decrease(pool, int64_t(block->size));
   stats_.requested_bytes.Decrease(pool, int64_t(block->requested));
+  trace_.Record(TraceAction::kFreeRequested, block->addr, block->requested,
+                block->arena->stream());
   if (block->uses == nullptr || block->uses->empty()) {
     ReturnBlockToArena(block);
     return absl::OkStatus();
@@ -495,6 +549,7 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
   o.idle_bytes = pages_.idle_pages() * page_size_;
   o.pages_needed = pages_needed;
   o.reason = std::move(reason);
+  trace_.Record(TraceAction::kOom, info.free_bytes, rounded, stream);
   return absl::ResourceExhaustedError(absl::StrFormat(
       "fragfree: out of memory on device %d: tried to allocate %s (%s after "
       "rounding). fragfree holds %s of pages for %s in live allocations "
@@ -588,6 +643,16 @@ void DeviceAllocator::ResetPeakStats() {
 void DeviceAllocator::ResetAccumulatedStats() {
   MutexLock lock(&mu_);
   stats_.ResetAccumulated();
+}
+
+void DeviceAllocator::SetTraceEntries(size_t entries) {
+  MutexLock lock(&mu_);
+  trace_.Resize(entries);
+}
+
+std::vector<TraceEntry> DeviceAllocator::Trace() const {
+  MutexLock lock(&mu_);
+  return trace_.Entries();
 }
 
 OomInfo DeviceAllocator::last_oom() const {

@@ -31,6 +31,7 @@
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/stats.h"
+#include "allocator/obs/trace.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
@@ -105,6 +106,11 @@ class DeviceAllocator {
   absl::Status EndAllocateToPool(PoolId id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ReleasePool(PoolId id) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Trace ring buffer of alloc/free/map/unmap/oom events: `entries` = 0 turns
+  // it off (the default unless the trace_entries option is set).
+  void SetTraceEntries(size_t entries) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<TraceEntry> Trace() const ABSL_LOCKS_EXCLUDED(mu_);
+
   DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
@@ -156,6 +162,10 @@ class DeviceAllocator {
   // waiting) and maps them. On failure no page is lost.
   absl::Status MapUnder(Block* block, size_t count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether MapUnder should reclaim cached pages before creating new ones
+  // (Options::reclaim_before_grow).
+  bool ShouldReclaimFirst(const Block* block, size_t count) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves whole free pages whose last use is complete into `out` until it holds
   // `want`; with `wait`, waits for in-flight work first.
   absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
@@ -195,8 +205,12 @@ class DeviceAllocator {
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
   OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Most bytes ever allocated at once (not reset by ResetPeakStats).
+  int64_t allocated_high_water_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
   int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
+  TraceRing trace_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uintptr_t, size_t>> runs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fragfree

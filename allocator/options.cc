@@ -163,7 +163,7 @@ const std::vector<std::string>& Options::KnownKeys() {
       "backend",           "host_capacity_mb",
       "host_granularity_kb", "per_process_memory_fraction",
       "memory_limit_mb",   "roundup_power2_divisions",
-      "round_buckets",     "reclaim_before_grow",
+      "round_buckets",     "reclaim_before_grow", "grow_slack",
       "va_factor",         "stats_at_exit",
       "snapshot_path",     "oom_report_path",
       "trace_entries"};
@@ -241,9 +241,24 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
       if (n.ok()) o.memory_limit_bytes = *n * kMiB;
       status = n.status();
     } else if (key == "reclaim_before_grow") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (b.ok()) o.reclaim_before_grow = *b;
-      status = b.status();
+      if (value == "auto") {
+        o.reclaim_before_grow = Options::Reclaim::kAuto;
+      } else {
+        absl::StatusOr<bool> b = ParseBool(key, value);
+        if (b.ok()) {
+          o.reclaim_before_grow =
+              *b ? Options::Reclaim::kAlways : Options::Reclaim::kNever;
+        } else {
+          status = BadValue(key, value, "True, False or auto");
+        }
+      }
+    } else if (key == "grow_slack") {
+      double f = 0;
+      if (!absl::SimpleAtod(value, &f) || !(f >= 0.0 && f <= 10.0)) {
+        status = BadValue(key, value, "a fraction >= 0 (0.03 = 3%)");
+      } else {
+        o.grow_slack = f;
+      }
     } else if (key == "va_factor") {
       absl::StatusOr<uint64_t> n = ParseUint(key, value);
       if (n.ok() && (*n < 1 || *n > 64)) n = BadValue(key, value, "1 to 64");

@@ -24,10 +24,14 @@ struct Options {
   double memory_fraction = 1.0;  // of the device's total memory
   size_t memory_limit_bytes = 0;  // 0: no limit beyond the device (and fraction)
   RoundingConfig rounding;
-  // When a request needs new pages: first take whole free pages whose last use
-  // is known complete from cached holes (true), or create new pages while the
-  // limit allows and reclaim only under pressure (false).
-  bool reclaim_before_grow = false;
+  // When a request needs new pages, whether to first take whole free pages
+  // (whose last use is known complete) from cached holes instead of creating
+  // pages: always, never (only at the cap), or automatically: once the mapped
+  // bytes would exceed (1 + grow_slack) x the allocated high-water mark. See
+  // Note [Where pages come from].
+  enum class Reclaim { kNever, kAlways, kAuto };
+  Reclaim reclaim_before_grow = Reclaim::kAuto;
+  double grow_slack = 0.03;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (issue-level features read these; see docs/config.md).

@@ -117,14 +117,17 @@ ff_status_t ff_set_memory_limit(size_t bytes, int device) {
 }
 
 ff_status_t ff_get_stats(int device, ff_stats_t* out) {
+  // Like the JSON form, a device not yet served reports zeros (no creation).
+  if (device < 0) device = 0;
   if (out == nullptr || out->size < sizeof(ff_stats_t)) {
     return Runtime::Get().Report(absl::InvalidArgumentError(
         "ff_get_stats: out must point to an ff_stats_t with size set to "
         "sizeof(ff_stats_t)"));
   }
-  return ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
-    fragfree::DeviceStats s = d.GetStats();
-    uint32_t size = out->size;
+  DeviceAllocator* existing = Runtime::Get().Existing(device);
+  fragfree::DeviceStats s =
+      existing ? existing->GetStats() : fragfree::DeviceStats();
+  uint32_t size = out->size;
     memset(out, 0, sizeof(ff_stats_t));
     out->size = size;
     out->version = FF_STATS_VERSION;
@@ -146,8 +149,7 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
     out->u_alloc = f.u_alloc;
     out->u_active = f.u_active;
     out->external_fragmentation = f.external;
-    return absl::OkStatus();
-  });
+  return FF_OK;
 }
 
 namespace {
@@ -162,22 +164,29 @@ size_t CopyOut(const std::string& text, char* buf, size_t len) {
 }
 }  // namespace
 
+// Read-only queries never create a device's allocator (and with it a CUDA
+// context): a device fragfree has not served reports as empty.
 size_t ff_stats_json(int device, char* buf, size_t len) {
-  std::string json;
-  ff_status_t s = ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
-    json = fragfree::StatsToJson(d.GetStats());
-    return absl::OkStatus();
-  });
-  return s == FF_OK ? CopyOut(json, buf, len) : 0;
+  if (device < 0) device = 0;
+  DeviceAllocator* d = Runtime::Get().Existing(device);
+  return CopyOut(fragfree::StatsToJson(d ? d->GetStats() : fragfree::DeviceStats()),
+                 buf, len);
 }
 
 size_t ff_snapshot_json(int device, char* buf, size_t len) {
-  std::string json;
-  ff_status_t s = ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
-    json = fragfree::SnapshotToJson(d.device(), d.Arenas());
+  if (device < 0) device = 0;
+  DeviceAllocator* d = Runtime::Get().Existing(device);
+  return CopyOut(d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace())
+                   : fragfree::SnapshotToJson(device, {}, {}),
+                 buf, len);
+}
+
+ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
+  if (enabled && max_entries == 0) max_entries = 100000;
+  return ForDevices(device, [&](DeviceAllocator& d) {
+    d.SetTraceEntries(enabled ? max_entries : 0);
     return absl::OkStatus();
   });
-  return s == FF_OK ? CopyOut(json, buf, len) : 0;
 }
 
 ff_status_t ff_reset_peak_stats(int device) {

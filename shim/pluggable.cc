@@ -2,12 +2,27 @@
 // (reference/pytorch_allocator.md §1.1): alloc(size, device, stream) and
 // free(ptr, size, device, stream) where stream is the allocation stream.
 // Thread-safety: as the C API.
+#include <stdexcept>
+#include <string>
+
 #include "fragfree/fragfree.h"
 
 extern "C" {
 
+// PyTorch stores this in a std::function and never checks for NULL: a NULL
+// data pointer would fault later, far from the cause. So on failure this throws
+// (the exception crosses into PyTorch's C++, which raises it in Python as a
+// RuntimeError carrying fragfree's message), as RMM's PyTorch allocator does.
 void* fragfree_malloc(size_t size, int device, void* stream) {
-  return ff_malloc(size, device, stream);
+  void* p = ff_malloc(size, device, stream);
+  if (p == nullptr && size > 0) {
+    std::string message = ff_last_error();
+    if (message.rfind("fragfree: out of memory", 0) == 0) {
+      message = "CUDA out of memory. " + message;
+    }
+    throw std::runtime_error(message);
+  }
+  return p;
 }
 
 void fragfree_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {

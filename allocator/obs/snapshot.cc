@@ -52,7 +52,8 @@ void AppendSegment(int device, const ArenaView& arena, uintptr_t lo,
 
 }  // namespace
 
-std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas) {
+std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
+                           const std::vector<TraceEntry>& trace) {
   std::string out = "{\"segments\":[";
   for (const ArenaView& arena : arenas) {
     size_t p = 0, n = arena.page_mapped.size();
@@ -69,7 +70,8 @@ std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas) {
     }
   }
   out += "],\"device_traces\":[";
-  for (int d = 0; d <= device; ++d) absl::StrAppend(&out, d ? "," : "", "[]");
+  for (int d = 0; d < device; ++d) absl::StrAppend(&out, d ? "," : "", "[]");
+  absl::StrAppend(&out, device ? "," : "", TraceToJson(trace));
   out += "]}";
   return out;
 }

@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "allocator/obs/allocator_view.h"
+#include "allocator/obs/trace.h"
 
 namespace fragfree {
 
-// {"segments": [...], "device_traces": [[], ..., []]} for `device`.
-std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas);
+// {"segments": [...], "device_traces": [[], ..., [trace]]} for `device`: one
+// list per device up to this one, this device's holding `trace`.
+std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
+                           const std::vector<TraceEntry>& trace = {});
 
 }  // namespace fragfree
 

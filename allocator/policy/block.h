@@ -36,6 +36,7 @@ struct Block {
   // for nearly every block, so kept out of line.
   std::unique_ptr<std::vector<StreamHandle>> uses;
   uint64_t alloc_seq = 0;  // allocation order, for reports
+  uint64_t free_seq = 0;   // when it last became free (same counter)
   uint32_t bin = 0;
   BlockState state = BlockState::kFree;
 

@@ -27,6 +27,12 @@ class FreeIndex {
   // A free block of at least `size` bytes, or nullptr. Does not remove it.
   Block* FindFit(size_t size) const;
 
+  // The smallest-size block of at least `size` bytes for which pred(block) holds,
+  // looking at no more than `max_scan` blocks, bins in ascending order (the first
+  // bin with a match decides); nullptr if none was found.
+  template <typename Pred>
+  Block* FindFitIf(size_t size, Pred&& pred, int max_scan) const;
+
   size_t count() const { return count_; }
   // Calls fn(Block*) for free blocks from the largest bin down; stops when fn
   // returns false.
@@ -44,6 +50,24 @@ class FreeIndex {
   uint64_t summary_ = 0;  // bit i: bitmap_[i] != 0
   size_t count_ = 0;
 };
+
+template <typename Pred>
+Block* FreeIndex::FindFitIf(size_t size, Pred&& pred, int max_scan) const {
+  int scanned = 0;
+  for (int bin = NextNonEmptyBin(BinOf(size)); bin >= 0 && scanned < max_scan;
+       bin = NextNonEmptyBin(uint32_t(bin) + 1)) {
+    Block* best = nullptr;
+    for (Block* b = heads_[bin]; b != nullptr && scanned < max_scan;
+         b = b->bin_next, ++scanned) {
+      if (b->size < size || (best != nullptr && b->size >= best->size)) {
+        continue;
+      }
+      if (pred(b)) best = b;
+    }
+    if (best != nullptr) return best;
+  }
+  return nullptr;
+}
 
 template <typename Fn>
 void FreeIndex::ForEachLargestFirst(Fn&& fn) const {

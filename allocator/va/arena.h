@@ -46,7 +46,10 @@ class Arena {
   // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool) under
   // the block and makes them accessible. All or nothing: on error, the pages this
   // call mapped are unmapped again and every page stays the caller's.
-  absl::Status MapPages(const Block* block, const std::vector<PageId>& pages);
+  // When `runs` is given, the VA ranges newly mapped are appended to it.
+  absl::Status MapPages(const Block* block, const std::vector<PageId>& pages,
+                        std::vector<std::pair<uintptr_t, size_t>>* runs =
+                            nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
   // epoch now (stream/stream_fences.h).
@@ -55,8 +58,10 @@ class Arena {
   size_t ReclaimablePages(const Block* block) const;
   // Unmaps up to `max_pages` whole pages inside free block `block`, appending
   // their ids to `out` (they are then the caller's, normally back to the pool).
-  absl::Status UnmapFreePages(const Block* block, size_t max_pages,
-                              std::vector<PageId>* out);
+  // When `runs` is given, the VA ranges unmapped are appended to it.
+  absl::Status UnmapFreePages(
+      const Block* block, size_t max_pages, std::vector<PageId>* out,
+      std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
   // Bytes of `block` that lie on mapped pages.
   size_t MappedBytes(const Block* block) const;
   bool IsFullyMapped(const Block* block) const {
@@ -90,6 +95,9 @@ class Arena {
     return (end - base_ + page_size_ - 1) / page_size_;
   }
   absl::Status UnmapPage(size_t index, std::vector<PageId>* out);
+  size_t UnmappedPagesIn(uintptr_t addr, size_t size) const;
+  // Free blocks examined when looking for an already mapped fit.
+  static constexpr int kMappedSearchLimit = 256;
 
   PhysicalBackend* const backend_;
   PagePool* const pool_;

@@ -2,6 +2,8 @@
 // Thread-safety: see fragfree_policy.h.
 #include "bench/replay/fragfree_policy.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -83,7 +85,12 @@ absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
                                                    config.capacity_bytes,
                                                    " is below one page"));
   }
-  Options options;
+  // Engine settings come from FRAGFREE_CONF, as in a real run; the backend and
+  // its capacity are the replay's.
+  const char* conf = getenv("FRAGFREE_CONF");
+  absl::StatusOr<Options> parsed = Options::Parse(conf ? conf : "");
+  if (!parsed.ok()) return parsed.status();
+  Options options = *parsed;
   options.backend = BackendKind::kSimulated;
   options.host_capacity_bytes = capacity;
   options.host_granularity_bytes = kPageBytes;

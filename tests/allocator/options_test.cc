@@ -16,7 +16,7 @@ TEST(Options, DefaultsAndKeys) {
   EXPECT_EQ(o.backend, BackendKind::kHost);
   EXPECT_EQ(o.host_capacity_bytes, 64u << 20);
   EXPECT_EQ(o.host_granularity_bytes, 64u << 10);
-  EXPECT_FALSE(o.reclaim_before_grow);
+  EXPECT_EQ(o.reclaim_before_grow, Options::Reclaim::kNever);
   EXPECT_DOUBLE_EQ(o.memory_fraction, 0.5);
   EXPECT_EQ(o.memory_limit_bytes, 32u << 20);
   EXPECT_TRUE(o.stats_at_exit);
@@ -54,6 +54,9 @@ TEST(Options, ErrorsNameTheKey) {
   EXPECT_FALSE(Options::Parse("roundup_power2_divisions:3").ok());
   EXPECT_FALSE(Options::Parse("host_capacity_mb").ok());
   EXPECT_FALSE(Options::Parse("reclaim_before_grow:maybe").ok());
+  EXPECT_EQ(Options::Parse("reclaim_before_grow:auto")->reclaim_before_grow,
+            Options::Reclaim::kAuto);
+  EXPECT_FALSE(Options::Parse("grow_slack:-1").ok());
   EXPECT_FALSE(Options::Parse("roundup_power2_divisions:[256:1").ok());
 }
 

@@ -89,6 +89,11 @@ FF_API size_t ff_allocation_size(const void* ptr, int device);
  * ({"segments": [...], "device_traces": [...]}); returns the full length
  * (excluding the NUL) like ff_stats_json, or 0 on error. */
 FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
+/* Starts (enabled != 0, keeping the last max_entries events) or stops and drops
+ * (enabled == 0) the trace of alloc/free/map/unmap/oom events that snapshots
+ * return as device_traces. device < 0: every device in use. */
+FF_API ff_status_t ff_record_history(int device, int enabled,
+                                     size_t max_entries);
 /* Checks the allocator's invariants (tests, debugging): FF_OK or why not. */
 FF_API ff_status_t ff_check_invariants(int device);
 
@@ -98,12 +103,63 @@ FF_API const char* ff_last_error(void);
 FF_API const char* ff_status_name(ff_status_t status);
 
 /* PyTorch's CUDAPluggableAllocator entry points (exact ABI; stream is a
- * cudaStream_t). free receives the allocation's size, device and stream. */
+ * cudaStream_t). free receives the allocation's size, device and stream.
+ * fragfree_malloc is the one function that throws: PyTorch does not check for
+ * NULL, so when memory runs out it throws std::runtime_error with the OOM report
+ * ("CUDA out of memory. ..."), which PyTorch raises as a RuntimeError. */
 FF_API void* fragfree_malloc(size_t size, int device, void* stream);
 FF_API void fragfree_free(void* ptr, size_t size, int device, void* stream);
 FF_API void fragfree_empty_cache(void);
 FF_API void fragfree_set_memory_fraction(double fraction, int device);
 FF_API void fragfree_record_stream(void* ptr, void* stream);
+
+/* ---- Pinned host memory (docs/host.md) -------------------------------------
+ * Page-locked host memory for asynchronous copies, carved from large chunks
+ * pinned once (cuMemHostAlloc on the cuda backend; an mmap emulation on the
+ * host and simulated backends). Tuning: FRAGFREE_HOST_CONF. A block used by
+ * asynchronous work is handed to ff_host_record_stream; after ff_host_free it
+ * is reused only once that work has completed. */
+typedef struct ff_host_stats_t {
+  uint32_t size;    /* sizeof(ff_host_stats_t), set by the caller */
+  uint32_t version; /* FF_HOST_STATS_VERSION, set by fragfree */
+  int64_t pinned_bytes; /* in pinned chunks now */
+  int64_t peak_pinned_bytes;
+  int64_t live_bytes; /* handed out (rounded sizes) */
+  int64_t peak_live_bytes;
+  int64_t requested_bytes; /* callers' sizes of live allocations */
+  int64_t pending_bytes;   /* freed, waiting for recorded streams */
+  int64_t chunks;
+  int64_t pin_calls; /* cuMemHostAlloc/cuMemHostRegister (or emulated) calls */
+  int64_t unpin_calls;
+  int64_t pin_failures;
+  int64_t allocs;
+  int64_t frees;
+  int64_t allocs_without_pin; /* served from memory already pinned */
+  int64_t events_recorded;
+  int64_t metadata_bytes;      /* fragfree's host metadata now */
+  int32_t metadata_on_jemalloc; /* 1: private jemalloc arena; 0: operator new */
+  int32_t cuda;                 /* 1: really pinned (CUDA); 0: emulated */
+} ff_host_stats_t;
+#define FF_HOST_STATS_VERSION 1
+
+/* NULL for size 0 (not an error) and on failure (handler called). The memory
+ * is aligned to 512 bytes. */
+FF_API void* ff_host_malloc(size_t size);
+/* NULL is a no-op; an unknown, interior or already freed pointer is
+ * FF_ERR_INVALID_ARGUMENT. */
+FF_API ff_status_t ff_host_free(void* ptr);
+/* ptr (live) is used by work on `stream`; its reuse after ff_host_free waits
+ * for that work (an event recorded at free time). */
+FF_API ff_status_t ff_host_record_stream(void* ptr, ff_stream_t stream);
+/* Unpins every chunk with no live or pending block. */
+FF_API ff_status_t ff_host_empty_cache(void);
+FF_API ff_status_t ff_host_stats(ff_host_stats_t* out);
+/* The stats as one JSON object, plus "backend" and "metadata" strings; returns
+ * the full length (excluding the NUL), like ff_stats_json; 0 on error. */
+FF_API size_t ff_host_stats_json(char* buf, size_t len);
+/* Requested size of a live pinned allocation, 0 if ptr is not one. */
+FF_API size_t ff_host_allocation_size(const void* ptr);
+/* ---- end of pinned host memory ---------------------------------------------- */
 
 #ifdef __cplusplus
 }

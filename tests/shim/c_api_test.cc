@@ -1,0 +1,144 @@
+// The C API as a C or C++ program sees it, on the host backend: allocation and
+// free, stats, every kind of bad input reported through the error handler with a
+// message that says what was wrong, and nothing corrupted afterwards. Shutdown is
+// tested last, in its own test binary (c_api_shutdown_test), since it is final.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fragfree/fragfree.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Captured {
+  std::vector<std::pair<ff_status_t, std::string>> errors;
+};
+
+void Capture(ff_status_t status, const char* message, void* arg) {
+  static_cast<Captured*>(arg)->errors.emplace_back(status, message);
+}
+
+class CApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(ff_init("backend:host,host_capacity_mb:16,host_granularity_kb:64"),
+              FF_OK)
+        << ff_last_error();
+  }
+  void SetUp() override {
+    captured_.errors.clear();
+    ff_set_error_handler(Capture, &captured_);
+  }
+  void TearDown() override { ff_set_error_handler(nullptr, nullptr); }
+  std::string LastMessage() const {
+    return captured_.errors.empty() ? "" : captured_.errors.back().second;
+  }
+  Captured captured_;
+};
+
+TEST_F(CApiTest, AllocFreeAndStats) {
+  ff_stream_t stream = reinterpret_cast<ff_stream_t>(0x10);
+  void* p = ff_malloc(1 << 20, 0, stream);
+  ASSERT_NE(p, nullptr) << ff_last_error();
+  memset(p, 0xab, 1 << 20);
+  EXPECT_EQ(ff_allocation_size(p, 0), size_t{1} << 20);
+  ff_stats_t s;
+  s.size = sizeof(s);
+  ASSERT_EQ(ff_get_stats(0, &s), FF_OK);
+  EXPECT_EQ(s.version, FF_STATS_VERSION);
+  EXPECT_EQ(s.allocated_bytes[0].current, 1 << 20);
+  EXPECT_GE(s.reserved_bytes[0].current, 1 << 20);
+  char json[64];
+  size_t need = ff_stats_json(0, json, sizeof(json));
+  EXPECT_GT(need, sizeof(json));
+  EXPECT_EQ(strlen(json), sizeof(json) - 1);
+  std::string full(need + 1, '\0');
+  ff_stats_json(0, full.data(), full.size());
+  EXPECT_NE(full.find("\"allocated_bytes.all.current\":1048576"),
+            std::string::npos);
+  EXPECT_EQ(ff_free(p, 0), FF_OK);
+  EXPECT_EQ(ff_check_invariants(0), FF_OK);
+  EXPECT_TRUE(captured_.errors.empty());
+}
+
+TEST_F(CApiTest, SizeZeroIsNullWithoutError) {
+  EXPECT_EQ(ff_malloc(0, 0, nullptr), nullptr);
+  EXPECT_EQ(ff_free(nullptr, 0), FF_OK);
+  EXPECT_TRUE(captured_.errors.empty());
+}
+
+TEST_F(CApiTest, BadInputIsAClearErrorAndCorruptsNothing) {
+  void* keep = ff_malloc(4096, 0, nullptr);
+  memset(keep, 7, 4096);
+  int local = 0;
+  EXPECT_EQ(ff_free(&local, 0), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("not allocated by fragfree"), std::string::npos)
+      << LastMessage();
+  EXPECT_STREQ(ff_last_error(), LastMessage().c_str());
+
+  void* p = ff_malloc(8192, 0, nullptr);
+  ASSERT_EQ(ff_free(p, 0), FF_OK);
+  EXPECT_EQ(ff_free(p, 0), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("double free"), std::string::npos)
+      << LastMessage();
+
+  EXPECT_EQ(ff_malloc(size_t{1} << 60, 0, nullptr), nullptr);
+  EXPECT_EQ(captured_.errors.back().first, FF_ERR_OOM);
+  EXPECT_NE(LastMessage().find("out of memory"), std::string::npos);
+
+  EXPECT_EQ(ff_malloc(100, 3, nullptr), nullptr);
+  EXPECT_EQ(captured_.errors.back().first, FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("device 3 does not exist"), std::string::npos)
+      << LastMessage();
+  EXPECT_EQ(ff_malloc(100, -1, nullptr), nullptr);
+
+  EXPECT_EQ(ff_set_memory_fraction(2.0, 0), FF_ERR_INVALID_ARGUMENT);
+  ff_stats_t small;
+  small.size = 4;
+  EXPECT_EQ(ff_get_stats(0, &small), FF_ERR_INVALID_ARGUMENT);
+
+  // Configuration is fixed once memory is in use.
+  EXPECT_EQ(ff_init("backend:host"), FF_ERR_STATE);
+
+  unsigned char check[4096];
+  memcpy(check, keep, 4096);
+  for (unsigned char c : check) ASSERT_EQ(c, 7);
+  EXPECT_EQ(ff_free(keep, 0), FF_OK);
+  EXPECT_EQ(ff_check_invariants(0), FF_OK);
+}
+
+TEST_F(CApiTest, PyTorchEntryPointsAndHooks) {
+  void* stream = reinterpret_cast<void*>(0x20);
+  void* p = fragfree_malloc(3000, 0, stream);
+  ASSERT_NE(p, nullptr);
+  fragfree_record_stream(p, reinterpret_cast<void*>(0x30));
+  fragfree_free(p, 3000, 0, stream);
+  fragfree_empty_cache();
+  fragfree_set_memory_fraction(1.0, 0);
+  EXPECT_THROW(fragfree_malloc(size_t{1} << 60, 0, stream), std::runtime_error);
+  try {
+    fragfree_malloc(size_t{1} << 60, 0, stream);
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("CUDA out of memory.", 0), 0u)
+        << e.what();
+  }
+  EXPECT_EQ(ff_check_invariants(0), FF_OK);
+}
+
+TEST_F(CApiTest, SnapshotAndHistory) {
+  ASSERT_EQ(ff_record_history(0, 1, 1000), FF_OK);
+  void* p = ff_malloc(5000, 0, nullptr);
+  ASSERT_EQ(ff_free(p, 0), FF_OK);
+  std::string json(ff_snapshot_json(0, nullptr, 0) + 1, '\0');
+  ff_snapshot_json(0, json.data(), json.size());
+  EXPECT_NE(json.find("\"action\":\"alloc\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"action\":\"free_completed\""), std::string::npos);
+  ASSERT_EQ(ff_record_history(0, 0, 0), FF_OK);
+  // A device fragfree never served reports empty, without being created.
+  std::string other(ff_snapshot_json(5, nullptr, 0) + 1, '\0');
+  ff_snapshot_json(5, other.data(), other.size());
+  EXPECT_NE(other.find("\"segments\":[]"), std::string::npos) << other;
+}
+
+}  // namespace
