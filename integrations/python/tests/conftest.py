@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -77,9 +78,12 @@ def run_python(code: str, env: dict[str, str] | None = None, extra_path: list[st
     if full_env.get("PYTHONPATH"):
         path.append(full_env["PYTHONPATH"])
     full_env["PYTHONPATH"] = os.pathsep.join(path)
+    # A neutral working directory: `python -c` puts the cwd first on sys.path,
+    # which must not shadow the package copy a test put on extra_path.
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         env=full_env,
+        cwd=tempfile.gettempdir(),
         capture_output=True,
         text=True,
         timeout=timeout,

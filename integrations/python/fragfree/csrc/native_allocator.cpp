@@ -23,6 +23,7 @@
 // skip_actions)) and checked against the newest main header (snapshot(MempoolId_t,
 // bool include_traces), attachOomRejectionObserver). Both spellings of the
 // members that differ are provided below (see "Version differences").
+// Compiled and run with PyTorch 2.11.0+cu130 (g++ 13.3, H200): see docs/python.md.
 //
 // Thread-safety: allocate/raw_delete are lock-free unless graph pools are active;
 // pool bookkeeping, observers and history flags are guarded by mutexes.
@@ -413,6 +414,24 @@ struct FragfreeApi {
   }
 };
 
+// Message pieces as strings. Everything passed to TORCH_CHECK / TORCH_WARN in
+// this file is a string: on the PyTorch 2.11 + g++ 13 machine this was tested on,
+// a C++ extension that formats a number into an ostream (TORCH_CHECK(false, "x",
+// 42)) crashes in the locale's num_put facet, so numbers are formatted here.
+std::string Num(long long v) { return std::to_string(v); }
+
+std::string Ptr(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+std::string Dbl(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 std::string FormatSize(uint64_t size) {
   char buf[64];
   if (size <= 1024) {
@@ -475,11 +494,17 @@ struct AllocInfo {
   MempoolId pool{0, 0};
 };
 
+struct FragfreePoolState;
+
 struct PoolInfo {
   int use_count = 0;  // createOrIncrefPool + beginAllocateToPool - releasePool
   int lib_refs = 0;   // begin calls forwarded to libfragfree not yet released
-  std::unordered_map<void*, AllocInfo> live;      // allocated, not freed
-  std::unordered_map<void*, AllocInfo> deferred;  // freed; held until release
+  std::unordered_map<void*, AllocInfo> live;  // allocated, not freed
+  // Freed by PyTorch but still allocated in libfragfree ("held"): the graph may
+  // replay into it, or a live checkpoint may revive it. See MustHold.
+  std::unordered_map<void*, AllocInfo> deferred;
+  // Checkpoints handed out by getCheckpointState that are still alive.
+  std::vector<std::weak_ptr<FragfreePoolState>> checkpoints;
 };
 
 struct PoolKey {
@@ -495,6 +520,7 @@ struct FragfreePoolState : public cca::AllocatorState {
   DeviceIndex device = 0;
   MempoolId id{0, 0};
   std::vector<std::pair<void*, AllocInfo>> live;
+  std::unordered_set<void*> ptrs;  // the keys of `live`
 };
 
 void RawDelete(void* ptr);
@@ -568,7 +594,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   void setMemoryFraction(double fraction, DeviceIndex device) override {
-    TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", fraction,
+    TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", Dbl(fraction),
                 ". Please set within [0, 1].");
     AssertValidDevice(device);
     Check(api_.set_memory_fraction(fraction, device), "ff_set_memory_fraction");
@@ -577,6 +603,12 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   void emptyCache(MempoolId mempool_id) override {
     FlushDeferredCaptureFrees();
+    std::vector<void*> to_free;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      for (auto& kv : pools_) CollectReleasable(kv.second, &to_free);
+    }
+    for (void* p : to_free) LibFree(p);
     if (mempool_id != MempoolId{0, 0}) {
       std::lock_guard<std::mutex> lock(pool_mu_);
       for (auto it = pools_.begin(); it != pools_.end();) {
@@ -653,7 +685,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     Json json;
     std::string err;
     TORCH_CHECK(api_.CallJson(api_.stats_json, device, &json, &err),
-                "fragfree: ff_stats_json(", static_cast<int>(device), ") failed: ", err);
+                "fragfree: ff_stats_json(", Num(device), ") failed: ", err);
     auto fill = [&](auto& stat, const std::string& prefix) {
       stat.current = json.int_at(prefix + ".current");
       stat.peak = json.int_at(prefix + ".peak");
@@ -854,11 +886,19 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     auto state = std::make_shared<FragfreePoolState>();
     state->device = device;
     state->id = id;
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    auto it = pools_.find(PoolKey{device, id});
-    if (it != pools_.end()) {
-      state->live.assign(it->second.live.begin(), it->second.live.end());
+    std::vector<void*> to_free;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      auto it = pools_.find(PoolKey{device, id});
+      if (it != pools_.end()) {
+        PoolInfo& pool = it->second;
+        state->live.assign(pool.live.begin(), pool.live.end());
+        for (const auto& kv : state->live) state->ptrs.insert(kv.first);
+        pool.checkpoints.push_back(state);
+        CollectReleasable(pool, &to_free);  // held for checkpoints since dropped
+      }
     }
+    for (void* p : to_free) LibFree(p);
     return state;
   }
 
@@ -866,15 +906,14 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   // frees every live block of the pool and re-creates the checkpoint's blocks at
   // their addresses. fragfree keeps allocations that are live in both, frees
   // those live only now, and revives those live only in the checkpoint from the
-  // pool's deferred frees (they are still reserved for the pool). Without that
-  // reserve (libfragfree's own pool hooks reuse freed pool memory) a block that
-  // was freed since the checkpoint cannot be revived at its address: error.
+  // pool's held blocks: a block a live checkpoint refers to is never returned to
+  // libfragfree when PyTorch frees it (MustHold), so it is still at its address.
   cca::CheckpointDelta setCheckpointPoolState(DeviceIndex device,
                                               std::shared_ptr<cca::AllocatorState> pps) override {
     auto state = std::dynamic_pointer_cast<FragfreePoolState>(pps);
     TORCH_CHECK(state != nullptr, "fragfree: setCheckpointPoolState got a state it did not create");
     TORCH_CHECK(state->device == device, "fragfree: checkpoint state belongs to device ",
-                static_cast<int>(state->device));
+                Num(state->device));
     cca::CheckpointDelta delta;
     std::vector<void*> to_free;
     {
@@ -886,10 +925,10 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         if (pool.live.count(kv.first)) continue;
         TORCH_CHECK(pool.deferred.count(kv.first),
                     "fragfree: cannot restore this CUDA graph pool checkpoint: block ",
-                    kv.first, " was freed and may have been reused since. Use "
-                    "torch.compile(mode=\"reduce-overhead\") with "
-                    "torch._inductor.config.triton.cudagraph_trees = False, or a "
-                    "libfragfree with pool restore support.");
+                    Ptr(kv.first), " was returned to libfragfree since the checkpoint "
+                    "was taken (was the pool released?), so it cannot be revived at its "
+                    "address. As a workaround set "
+                    "torch._inductor.config.triton.cudagraph_trees = False.");
       }
       for (auto it = pool.live.begin(); it != pool.live.end();) {
         delta.ptrs_freed.push_back(it->first);
@@ -898,13 +937,14 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
           continue;
         }
         AllocInfo info = it->second;
-        ptr_pool_.erase(it->first);
-        if (pool.use_count > 0 && !lib_has_pool_hooks()) {
-          pool.deferred.emplace(it->first, info);
-        } else {
-          to_free.push_back(it->first);
-        }
+        void* p = it->first;
+        ptr_pool_.erase(p);
         it = pool.live.erase(it);
+        if (MustHold(pool, p)) {
+          pool.deferred.emplace(p, info);
+        } else {
+          to_free.push_back(p);
+        }
       }
       for (const auto& kv : wanted) {
         if (!pool.live.count(kv.first)) {
@@ -915,6 +955,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         delta.dataptrs_allocd.emplace_back(kv.first, kv.first, &RawDelete,
                                            c10::Device(c10::DeviceType::CUDA, device));
       }
+      CollectReleasable(pool, &to_free);
       pool_ptrs_.store(ptr_pool_.size());
     }
     for (void* p : to_free) LibFree(p);
@@ -976,9 +1017,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
           auto live = pool.live.find(ptr);
           AllocInfo info = live != pool.live.end() ? live->second : AllocInfo{};
           if (live != pool.live.end()) pool.live.erase(live);
-          if (pool.use_count > 0 && !lib_has_pool_hooks()) {
-            // The graph may replay into this memory: hold it until the pool is
-            // released (libfragfree without pool hooks would reuse it at once).
+          if (MustHold(pool, ptr)) {
             pool.deferred.emplace(ptr, info);
             return;
           }
@@ -1001,9 +1040,41 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
  private:
+  // Whether a freed block `p` of `pool` must stay allocated in libfragfree:
+  // without the library's pool hooks the graph may still replay into it (until
+  // the pool is released); and a live checkpoint (cudagraph trees) may revive it
+  // at its address. Caller holds pool_mu_.
+  bool MustHold(PoolInfo& pool, void* p) {
+    if (!lib_has_pool_hooks() && pool.use_count > 0) return true;
+    bool referenced = false;
+    auto& cps = pool.checkpoints;
+    for (auto it = cps.begin(); it != cps.end();) {
+      if (auto state = it->lock()) {
+        referenced = referenced || state->ptrs.count(p) > 0;
+        ++it;
+      } else {
+        it = cps.erase(it);  // checkpoint dropped by PyTorch
+      }
+    }
+    return referenced;
+  }
+
+  // Moves held blocks that no longer need holding to *out (freed by the caller
+  // outside the lock). Caller holds pool_mu_.
+  void CollectReleasable(PoolInfo& pool, std::vector<void*>* out) {
+    for (auto it = pool.deferred.begin(); it != pool.deferred.end();) {
+      if (MustHold(pool, it->first)) {
+        ++it;
+      } else {
+        out->push_back(it->first);
+        it = pool.deferred.erase(it);
+      }
+    }
+  }
+
   void AssertValidDevice(DeviceIndex device) const {
     TORCH_CHECK(0 <= device && device < std::max(device_count_, 1) && device < kMaxDevices,
-                "fragfree: invalid device index ", static_cast<int>(device));
+                "fragfree: invalid device index ", Num(device));
   }
 
   void Check(int status, const char* what) const {
@@ -1013,7 +1084,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   void LibFree(void* ptr) {
     if (api_.free(ptr, -1) != 0) {
       // Never throw from a deleter (it runs in destructors).
-      TORCH_WARN("fragfree: ff_free(", ptr, ") failed: ", api_.LastError());
+      TORCH_WARN("fragfree: ff_free(", Ptr(ptr), ") failed: ", api_.LastError());
     }
   }
 
@@ -1064,7 +1135,6 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       }
     }
     void* ptr = api_.malloc(size, device, stream);
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG malloc returned %p\n", ptr);
     if (ptr == nullptr) ReportOutOfMemory(size, device);
     if (in_pool) {
       std::lock_guard<std::mutex> lock(pool_mu_);
@@ -1078,9 +1148,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   [[noreturn]] void ReportOutOfMemory(size_t size, DeviceIndex device) {
     const std::string detail = api_.LastError();
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 1\n");
     size_t device_free = 0, device_total = 0;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 2\n");
     {
       c10::cuda::CUDAGuard guard(device);
       if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) {
@@ -1089,21 +1157,15 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     }
     (void)cudaGetLastError();  // clear any sticky allocation error, as native does
     int64_t allocated = 0, reserved = 0;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 3\n");
     Json stats;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 4\n");
     std::string err;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 5\n");
     if (api_.CallJson(api_.stats_json, device, &stats, &err)) {
       allocated = stats.int_at("allocated_bytes.all.current");
       reserved = stats.int_at("reserved_bytes.all.current");
     }
     const double fraction = fractions_[device];
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 6\n");
     const size_t allowed = fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 7\n");
     std::vector<cca::OutOfMemoryObserver> observers;
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 8\n");
     {
       std::lock_guard<std::mutex> lock(observer_mu_);
       observers = oom_observers_;
@@ -1115,14 +1177,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       obs(device, size, allowed ? allowed : device_total, device_free);
     }
     const std::string allowed_info = allowed ? FormatSize(allowed) + " allowed; " : "";
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG oom step 9\n");
-    std::string dbg_msg = c10::str("CUDA out of memory. Tried to allocate ", FormatSize(size), " x ", detail);
-    if (getenv("FF_DBG")) fprintf(stderr, "DBG msg built: %s\n", dbg_msg.c_str());
-    if (getenv("FF_DBG2")) throw std::runtime_error("plain std exception");
-    if (getenv("FF_DBG3")) TORCH_CHECK(false, "plain c10 error");
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", FormatSize(size),
-        ". GPU ", static_cast<int>(device), " has a total capacity of ", FormatSize(device_total),
+        ". GPU ", Num(device), " has a total capacity of ", FormatSize(device_total),
         " of which ", FormatSize(device_free), " is free. ", allowed_info,
         "Of the allocated memory ", FormatSize(static_cast<uint64_t>(allocated)),
         " is allocated by PyTorch, and ",
@@ -1146,7 +1203,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       Json json;
       std::string err;
       TORCH_CHECK(api_.CallJson(api_.snapshot_json, d, &json, &err),
-                  "fragfree: ff_snapshot_json(", d, ") failed: ", err);
+                  "fragfree: ff_snapshot_json(", Num(d), ") failed: ", err);
       if (const Json* segs = json.get("segments"); segs && segs->type == Json::kArray) {
         for (const Json& s : segs->array) {
           cca::SegmentInfo seg;
