@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
+#include "allocator/obs/oom_report.h"
 #include "allocator/obs/stats.h"
 #include "allocator/obs/trace.h"
 #include "allocator/options.h"
@@ -44,24 +45,8 @@
 namespace fragfree {
 
 // What the allocator knew when a request failed: the raw material of the OOM
-// report (obs/ formats it).
-struct OomInfo {
-  int device = 0;
-  StreamHandle stream = 0;
-  size_t requested_bytes = 0;
-  size_t rounded_bytes = 0;
-  size_t limit_bytes = 0;
-  size_t device_total_bytes = 0;
-  size_t device_free_bytes = 0;
-  size_t mapped_bytes = 0;
-  size_t allocated_bytes = 0;
-  size_t active_bytes = 0;
-  size_t cached_bytes = 0;       // mapped but free
-  size_t reclaimable_bytes = 0;  // whole free pages among the cached bytes
-  size_t idle_bytes = 0;
-  size_t pages_needed = 0;
-  std::string reason;  // one line: why this request could not be served
-};
+// report (obs/oom_report.h formats and diagnoses it).
+using OomInfo = OomFacts;
 
 // A CUDA graph memory pool, as PyTorch names it (MempoolId_t).
 using PoolId = std::pair<uint64_t, uint64_t>;

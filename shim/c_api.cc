@@ -8,6 +8,7 @@
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
 #include "fragfree/fragfree.h"
+#include "shim/oom.h"
 #include "shim/runtime.h"
 
 using fragfree::DeviceAllocator;
@@ -66,7 +67,13 @@ void* ff_malloc(size_t size, int device, ff_stream_t stream) {
   absl::StatusOr<void*> p =
       (*d)->Malloc(size, reinterpret_cast<fragfree::StreamHandle>(stream));
   if (!p.ok()) {
-    rt.Report(p.status());
+    if (absl::IsResourceExhausted(p.status())) {
+      // Out of memory: the message is the whole report (docs/oom.md).
+      rt.Report(absl::ResourceExhaustedError(
+          fragfree::ReportOom(**d, (*d)->options())));
+    } else {
+      rt.Report(p.status());
+    }
     return nullptr;
   }
   return *p;

@@ -16,11 +16,7 @@ extern "C" {
 void* fragfree_malloc(size_t size, int device, void* stream) {
   void* p = ff_malloc(size, device, stream);
   if (p == nullptr && size > 0) {
-    std::string message = ff_last_error();
-    if (message.rfind("fragfree: out of memory", 0) == 0) {
-      message = "CUDA out of memory. " + message;
-    }
-    throw std::runtime_error(message);
+    throw std::runtime_error(ff_last_error());
   }
   return p;
 }

@@ -3,11 +3,14 @@
 // seen (cudaFree waits for them), which memory pools are the devices' default
 // pools (their statistics answer from fragfree), the pinned-host counters, and
 // the mapping of fragfree errors to cudaError_t. The interposed cuda* functions
-// live in preload_device.cc, preload_pool.cc and preload_pinned.cc; the library
-// constructor, fork and exit handling in preload.cc.
-// Thread-safety: every function here is thread-safe. State is atomics plus two
-// std::mutex (stream registry, pinned table) that the fork handlers take
-// around fork() so that a child never inherits a held lock.
+// live in preload_device.cc, preload_streams.cc, preload_pool.cc and
+// preload_pinned.cc; the library constructor, fork and exit handling in
+// preload.cc.
+// Thread-safety: every function here is thread-safe. State is atomics, two
+// std::mutex (stream registry, pinned table) and one std::shared_mutex
+// (streams in use by cudaFree vs. cudaStreamDestroy); the fork handlers take
+// all three around fork() so that a child never inherits a held lock. Lock
+// order: stream-use lock, then registry, then pinned table, then the engine's.
 #ifndef FRAGFREE_SHIM_PRELOAD_H_
 #define FRAGFREE_SHIM_PRELOAD_H_
 
@@ -15,6 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,8 +54,8 @@ template <typename Fn>
 void ForEachServed(Fn&& fn);
 int MaxServedDevice();  // one past the highest device index served
 
-// --- Streams (preload_state.cc)
-// -----------------------------------------------
+// --- Streams (preload_streams.cc)
+// ---------------------------------------------
 
 // Stream handles as the engine sees them. cudaStreamLegacy (0x1) is normalised
 // to 0 for stream-ordered calls; the engine's arena for cudaMalloc blocks uses
@@ -64,23 +69,28 @@ inline constexpr StreamHandle kPerThreadStream = 0x2;  // cudaStreamPerThread
 // cudaStreamLegacy maps to 0.
 StreamHandle Normalize(cudaStream_t stream, bool per_thread);
 inline bool IsSpecialStream(StreamHandle s) { return s <= kPerThreadStream; }
-// The device of `stream` (the current device for the special handles), and
-// remembers a real stream as seen on that device. Errors are the runtime's.
+// The device of `stream` (the current device for the special handles). A real
+// stream not known yet is remembered as one that cudaFree waits for. Errors
+// are the runtime's.
 cudaError_t StreamDevice(StreamHandle stream, int* device);
-// Real streams seen on `device` (not the special handles): passed to a
-// stream-ordered allocation call, or created non-blocking through the runtime.
-std::vector<StreamHandle> SeenStreams(int device);
-// The streams a cudaFree on `device` must wait for: the seen streams that have
-// work in flight (idle and capturing ones are skipped), plus both handles of
-// the legacy default stream, whose event completes only after all prior work
-// of every blocking stream.
+// The engine is about to allocate on `stream` (after StreamDevice): it will
+// keep an arena there, so cudaStreamDestroy parks the stream instead of
+// destroying it.
+void NoteEngineStream(StreamHandle stream);
+// The streams a cudaFree on `device` must wait for: the known streams of the
+// device that have work in flight (idle and capturing ones are skipped), plus
+// both handles of the legacy default stream, whose event completes only after
+// all prior work of every blocking stream. Call with ShareStreams() held until
+// the events are recorded.
 std::vector<StreamHandle> StreamsToFence(int device);
-// The stream is being destroyed: never record an event on it again.
-void ForgetStream(StreamHandle stream);
 // True while `stream` is capturing a graph; an error for a bad stream.
 // cudaErrorStreamCaptureImplicit (legacy stream while another stream
 // captures) counts as capturing.
 cudaError_t IsCapturing(StreamHandle stream, bool* capturing);
+// Held (shared) by cudaFree from choosing its streams until the engine has
+// recorded its events; cudaStreamDestroy holds it exclusively, so no stream is
+// destroyed while fragfree queries or records on it.
+std::shared_lock<std::shared_mutex> ShareStreams();
 
 // --- Memory pools (preload_state.cc)
 // ------------------------------------------

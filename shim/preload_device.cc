@@ -1,9 +1,7 @@
 // The interposed CUDA runtime functions for device memory (docs/preload.md):
 // cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync and
 // cudaMallocFromPoolAsync (with their per-thread-default-stream _ptsz
-// variants), and the stream calls that keep the registry of streams cudaFree
-// waits for (cudaStreamCreateWithFlags, cudaStreamCreateWithPriority,
-// cudaStreamDestroy). Fragfree serves what it can; pointers it did
+// variants). Fragfree serves what it can; pointers it did
 // not allocate, graph-capture allocations, other pools and unserved devices go
 // to the runtime's own functions.
 //
@@ -74,6 +72,7 @@ cudaError_t StreamOrderedMalloc(void** ptr, size_t size, cudaStream_t stream,
   }
   DeviceAllocator* d = Served(device);
   if (d == nullptr) return forward();
+  NoteEngineStream(s);
   RelaxedCapture relaxed;
   absl::StatusOr<void*> p = d->Malloc(size, s);
   if (!p.ok()) return ToCuda(p.status());
@@ -160,6 +159,7 @@ FF_INTERPOSE cudaError_t cudaFree(void* devPtr) {
   // blocking streams). The engine ignores the stream the block was allocated
   // on, so both handles of the legacy stream are recorded.
   RelaxedCapture relaxed;
+  auto streams_alive = ShareStreams();
   for (StreamHandle s : StreamsToFence(device)) {
     if (absl::Status st = d->RecordStream(devPtr, s); !st.ok()) {
       return ToCuda(st);
@@ -216,42 +216,4 @@ FF_INTERPOSE cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size,
   if (!Active() || !IsDefaultPool(memPool, &pool_device)) return forward();
   return StreamOrderedMalloc(ptr, size, stream, /*per_thread=*/true,
                              pool_device, forward);
-}
-
-namespace {
-// Non-blocking streams are remembered at creation so that cudaFree waits for
-// them (blocking ones are covered by the legacy default stream).
-cudaError_t NoteCreatedStream(cudaError_t err, cudaStream_t* stream,
-                              unsigned int flags) {
-  if (err != cudaSuccess || !Active() || stream == nullptr ||
-      (flags & cudaStreamNonBlocking) == 0) {
-    return err;
-  }
-  int device = -1;
-  // The stream is new: its device cannot fail to resolve unless the runtime
-  // is broken, and then the error is the runtime's, not the creation's.
-  (void)StreamDevice(Normalize(*stream, /*per_thread=*/false), &device);
-  return err;
-}
-}  // namespace
-
-FF_INTERPOSE cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
-                                                   unsigned int flags) {
-  auto real = Real().cudaStreamCreateWithFlags.get();
-  if (real == nullptr) return kNoRuntime;
-  return NoteCreatedStream(real(pStream, flags), pStream, flags);
-}
-
-FF_INTERPOSE cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream,
-                                                      unsigned int flags,
-                                                      int priority) {
-  auto real = Real().cudaStreamCreateWithPriority.get();
-  if (real == nullptr) return kNoRuntime;
-  return NoteCreatedStream(real(pStream, flags, priority), pStream, flags);
-}
-
-FF_INTERPOSE cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  // Forget it first: no cudaFree may record an event on a destroyed stream.
-  if (Active()) ForgetStream(Normalize(stream, /*per_thread=*/false));
-  FF_FORWARD(cudaStreamDestroy, stream);
 }

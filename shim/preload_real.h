@@ -80,6 +80,7 @@ class RealFn {
   X(cudaMemPoolGetAttribute)         \
   X(cudaMemPoolSetAttribute)         \
   X(cudaMemPoolTrimTo)               \
+  X(cudaStreamCreate)                \
   X(cudaStreamCreateWithFlags)       \
   X(cudaStreamCreateWithPriority)    \
   X(cudaStreamDestroy)               \

@@ -1,16 +1,12 @@
 // The LD_PRELOAD interposer's shared state (see preload.h): served devices,
-// ownership lookups, the registry of seen streams, default memory pools, error
-// mapping and the relaxed capture-mode guard.
-// Thread-safety: devices and pools are atomics; the stream registry is guarded
-// by a std::mutex (held across fork() by the fork handlers) with a per-thread
-// one-entry cache validated by a generation counter that cudaStreamDestroy
-// bumps.
+// ownership lookups, default memory pools, error mapping and the relaxed
+// capture-mode guard. (Streams: preload_streams.cc.)
+// Thread-safety: everything here is atomics; the engine locks inside.
 #include <array>
 #include <atomic>
 #include <cstdio>
-#include <mutex>
+#include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
 #include "shim/runtime.h"
@@ -23,23 +19,6 @@ enum DeviceState : int { kUnknown = 0, kForward = 1 };
 std::array<std::atomic<int>, kMaxDevices> device_state{};
 std::atomic<int> max_served{0};
 
-struct StreamRegistry {
-  std::mutex mu;
-  absl::flat_hash_map<StreamHandle, int> device_of;  // guarded by mu
-  std::atomic<uint64_t> generation{1};
-};
-StreamRegistry& Streams() {
-  static StreamRegistry* const registry = new StreamRegistry();
-  return *registry;
-}
-
-struct StreamCache {
-  StreamHandle stream = 0;
-  int device = -1;
-  uint64_t generation = 0;
-};
-thread_local StreamCache stream_cache;
-
 std::array<std::atomic<cudaMemPool_t>, kMaxDevices> default_pools{};
 std::array<std::atomic<bool>, kMaxDevices> other_pool_current{};
 
@@ -47,6 +26,16 @@ cudaError_t CurrentDevice(int* device) {
   auto get_device = Real().cudaGetDevice.get();
   if (get_device == nullptr) return kNoRuntime;
   return get_device(device);
+}
+
+// Ownership lookups scan devices [0, max_served).
+DeviceAllocator* NoteServed(int device, DeviceAllocator* d) {
+  int seen = max_served.load(std::memory_order_relaxed);
+  while (seen < device + 1 &&
+         !max_served.compare_exchange_weak(seen, device + 1,
+                                           std::memory_order_acq_rel)) {
+  }
+  return d;
 }
 
 }  // namespace
@@ -59,7 +48,13 @@ int MaxServedDevice() { return max_served.load(std::memory_order_acquire); }
 
 DeviceAllocator* Served(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  if (DeviceAllocator* d = Runtime::Get().Existing(device)) return d;
+  if (DeviceAllocator* d = Runtime::Get().Existing(device)) {
+    // Created here or through the C API: either way ownership lookups must
+    // see it.
+    return max_served.load(std::memory_order_relaxed) > device
+               ? d
+               : NoteServed(device, d);
+  }
   if (device_state[device].load(std::memory_order_acquire) == kForward) {
     return nullptr;
   }
@@ -74,12 +69,7 @@ DeviceAllocator* Served(int device) {
     }
     return nullptr;
   }
-  int seen = max_served.load(std::memory_order_relaxed);
-  while (seen < device + 1 &&
-         !max_served.compare_exchange_weak(seen, device + 1,
-                                           std::memory_order_acq_rel)) {
-  }
-  return *d;
+  return NoteServed(device, *d);
 }
 
 DeviceAllocator* Owner(const void* ptr, int hint, int* device) {
@@ -102,102 +92,6 @@ DeviceAllocator* Owner(const void* ptr, int hint, int* device) {
   }
   return nullptr;
 }
-
-StreamHandle Normalize(cudaStream_t stream, bool per_thread) {
-  StreamHandle s = reinterpret_cast<StreamHandle>(stream);
-  if (s == 0 && per_thread) return kPerThreadStream;
-  if (s == reinterpret_cast<StreamHandle>(cudaStreamLegacy)) {
-    return kLegacyStream;
-  }
-  return s;
-}
-
-cudaError_t StreamDevice(StreamHandle stream, int* device) {
-  if (IsSpecialStream(stream)) return CurrentDevice(device);
-  StreamRegistry& reg = Streams();
-  const uint64_t generation = reg.generation.load(std::memory_order_acquire);
-  if (stream_cache.generation == generation && stream_cache.stream == stream) {
-    *device = stream_cache.device;
-    return cudaSuccess;
-  }
-  {
-    std::lock_guard<std::mutex> lock(reg.mu);
-    auto it = reg.device_of.find(stream);
-    if (it != reg.device_of.end()) {
-      *device = it->second;
-      stream_cache = {stream, it->second, generation};
-      return cudaSuccess;
-    }
-  }
-  cudaError_t err;
-  if (auto get = Real().cudaStreamGetDevice.get()) {
-    err = get(reinterpret_cast<cudaStream_t>(stream), device);
-  } else {
-    err = CurrentDevice(device);
-  }
-  if (err != cudaSuccess) return err;
-  {
-    std::lock_guard<std::mutex> lock(reg.mu);
-    reg.device_of.emplace(stream, *device);
-  }
-  stream_cache = {stream, *device, generation};
-  return cudaSuccess;
-}
-
-std::vector<StreamHandle> SeenStreams(int device) {
-  StreamRegistry& reg = Streams();
-  std::vector<StreamHandle> out;
-  std::lock_guard<std::mutex> lock(reg.mu);
-  for (const auto& [stream, dev] : reg.device_of) {
-    if (dev == device) out.push_back(stream);
-  }
-  return out;
-}
-
-std::vector<StreamHandle> StreamsToFence(int device) {
-  std::vector<StreamHandle> out;
-  auto query = Real().cudaStreamQuery.get();
-  for (StreamHandle s : SeenStreams(device)) {
-    bool capturing = false;
-    // A capturing stream runs nothing yet (the engine skips it too), and
-    // querying it would invalidate the capture.
-    if (IsCapturing(s, &capturing) != cudaSuccess || capturing) continue;
-    if (query != nullptr &&
-        query(reinterpret_cast<cudaStream_t>(s)) == cudaSuccess) {
-      continue;  // idle: everything issued on it so far has completed
-    }
-    out.push_back(s);
-  }
-  out.push_back(kLegacyStream);
-  out.push_back(kSyncArenaStream);
-  return out;
-}
-
-void ForgetStream(StreamHandle stream) {
-  if (IsSpecialStream(stream)) return;
-  StreamRegistry& reg = Streams();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  if (reg.device_of.erase(stream) > 0) {
-    reg.generation.fetch_add(1, std::memory_order_acq_rel);
-  }
-}
-
-cudaError_t IsCapturing(StreamHandle stream, bool* capturing) {
-  auto is_capturing = Real().cudaStreamIsCapturing.get();
-  if (is_capturing == nullptr) return kNoRuntime;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaError_t err =
-      is_capturing(reinterpret_cast<cudaStream_t>(stream), &status);
-  if (err == cudaErrorStreamCaptureImplicit) {
-    *capturing = true;
-    return cudaSuccess;
-  }
-  *capturing = status != cudaStreamCaptureStatusNone;
-  return err;
-}
-
-void LockStateForFork() { Streams().mu.lock(); }
-void UnlockStateAfterFork() { Streams().mu.unlock(); }
 
 cudaMemPool_t DefaultPool(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;

@@ -47,7 +47,16 @@ namespace fragfree {
   X(cuStreamDestroy)                                                         \
   X(cuMemcpyHtoD)                                                            \
   X(cuMemcpyDtoH)                                                            \
-  X(cuMemsetD8Async)
+  X(cuMemsetD8Async)                                                         \
+  /* pinned host memory (allocator/host/cuda_host.cc) */                    \
+  X(cuMemHostAlloc)                                                          \
+  X(cuMemFreeHost)                                                           \
+  X(cuMemHostRegister)                                                       \
+  X(cuMemHostUnregister)                                                     \
+  X(cuStreamGetCtx)                                                          \
+  X(cuCtxSynchronize)                                                        \
+  X(cuMemAlloc)                                                              \
+  X(cuMemFree)
 
 struct CudaDriver {
 #define FF_DECLARE_MEMBER(name) decltype(&::name) name = nullptr;

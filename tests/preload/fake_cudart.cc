@@ -211,6 +211,12 @@ void fake_set_busy(cudaStream_t stream, int busy) {
   }
 }
 
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  Count("cudaStreamCreate");
+  *stream = NewStreamOnCurrentDevice();
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   Count("cudaStreamCreateWithFlags");
   *stream = NewStreamOnCurrentDevice();

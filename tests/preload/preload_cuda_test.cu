@@ -13,6 +13,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -335,8 +337,9 @@ void CheckThreads() {
   CHECK(bad.load() == 0);
 }
 
-// A stream that allocated through fragfree and was destroyed: later frees
-// must not record events on it.
+// A stream that allocated through fragfree and was destroyed is parked (the
+// engine keeps an arena on it); later allocations and frees go on, and a new
+// stream with the same flags gets it back.
 void CheckDestroyedStream() {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -347,7 +350,27 @@ void CheckDestroyedStream() {
   CUDA_OK(cudaStreamDestroy(s));
   CUDA_OK(cudaMalloc(&p, 1 << 20));
   CUDA_OK(cudaFree(p));
+  cudaStream_t again;
+  CUDA_OK(cudaStreamCreateWithFlags(&again, cudaStreamNonBlocking));
+  CHECK(again == s);
+  CUDA_OK(cudaMallocAsync(&p, 1 << 20, again));
+  CUDA_OK(cudaFreeAsync(p, again));
+  CUDA_OK(cudaStreamDestroy(again));
   CUDA_OK(cudaDeviceSynchronize());
+}
+
+// Which check runs, for the crash handler and the log.
+const char* current_check = "setup";
+void Step(const char* name) {
+  current_check = name;
+  fprintf(stderr, "preload_cuda_test: %s\n", name);
+}
+void OnCrash(int sig) {
+  fprintf(stderr, "preload_cuda_test: signal %d during %s\n", sig,
+          current_check);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  _exit(128 + sig);
 }
 
 // Run without the preload (e.g. by a suite that runs every bin/*_test), the
@@ -378,6 +401,9 @@ int main(int, char** argv) {
   if (dlsym(RTLD_DEFAULT, "ff_allocation_size") == nullptr) {
     ReexecPreloaded(argv);
   }
+  signal(SIGSEGV, OnCrash);
+  signal(SIGBUS, OnCrash);
+  signal(SIGABRT, OnCrash);
   ff.allocation_size = reinterpret_cast<decltype(ff.allocation_size)>(
       dlsym(RTLD_DEFAULT, "ff_allocation_size"));
   ff.get_stats = reinterpret_cast<decltype(ff.get_stats)>(
@@ -401,15 +427,25 @@ int main(int, char** argv) {
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&out), kN * sizeof(float)));
   CHECK(Owned(out));
 
+  Step("stream-ordered free");
   CheckStreamOrderedFree(s1, s2, s3, out);
+  Step("cudaFree contract");
   CheckCudaFreeContract(s1, s2, out);
+  Step("pinned");
   CheckPinned(s1);
+  Step("foreign pointers");
   CheckForeign(s2);
+  Step("pool statistics");
   CheckPoolStats(s1);
+  Step("out of memory");
   CheckOom(s1);
+  Step("graph capture");
   CheckCapture(s1, out);
+  Step("threads");
   CheckThreads();
+  Step("destroyed stream");
   CheckDestroyedStream();
+  Step("final state");
 
   CUDA_OK(cudaFree(out));
   CUDA_OK(cudaDeviceSynchronize());

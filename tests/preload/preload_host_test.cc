@@ -210,13 +210,54 @@ void CheckStreams() {
   fake_set_implicit_capture(0);
   CHECK_EQ(cudaFreeAsync(g, nullptr), cudaSuccess);
 
-  // A destroyed stream is forgotten (and the runtime destroys it).
+  // A stream fragfree allocated on is parked, not destroyed (the engine keeps
+  // an arena there).
   const int destroyed = fake_calls("cudaStreamDestroy");
   CHECK_EQ(cudaStreamDestroy(b), cudaSuccess);
-  CHECK_EQ(fake_calls("cudaStreamDestroy"), destroyed + 1);
+  CHECK_EQ(fake_calls("cudaStreamDestroy"), destroyed);
   CHECK_EQ(cudaMalloc(&q, 4096), cudaSuccess);
   CHECK_EQ(cudaFree(q), cudaSuccess);
   CHECK_EQ(Stats().allocated_bytes[0].current, 0);
+}
+
+// Streams the engine allocated on are parked by cudaStreamDestroy and handed
+// out again by a creation with the same arguments; others are destroyed.
+void CheckStreamParking() {
+  cudaStream_t s = nullptr;
+  CHECK_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const int created = fake_calls("cudaStreamCreateWithFlags");
+  void* p = nullptr;
+  CHECK_EQ(cudaMallocAsync(&p, 4096, s), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p, s), cudaSuccess);
+  const int destroyed = fake_calls("cudaStreamDestroy");
+  CHECK_EQ(cudaStreamDestroy(s), cudaSuccess);
+  CHECK_EQ(fake_calls("cudaStreamDestroy"), destroyed);
+  CHECK_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle);
+  cudaStream_t t = nullptr, u = nullptr, w = nullptr;
+  CHECK_EQ(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), cudaSuccess);
+  CHECK(t == s);
+  CHECK_EQ(fake_calls("cudaStreamCreateWithFlags"), created);
+  CHECK_EQ(cudaStreamCreateWithFlags(&u, cudaStreamDefault), cudaSuccess);
+  CHECK(u != s);
+  CHECK_EQ(cudaStreamCreateWithPriority(&w, cudaStreamNonBlocking, -1),
+           cudaSuccess);
+  CHECK(w != s);
+  CHECK_EQ(cudaStreamDestroy(u), cudaSuccess);
+  CHECK_EQ(cudaStreamDestroy(w), cudaSuccess);
+  CHECK_EQ(fake_calls("cudaStreamDestroy"), destroyed + 2);
+  // The reused stream works; a create/allocate/destroy loop reuses it.
+  CHECK_EQ(cudaMallocAsync(&p, 4096, t), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(p, t), cudaSuccess);
+  CHECK_EQ(cudaStreamDestroy(t), cudaSuccess);
+  const int before_loop = fake_calls("cudaStreamCreate");
+  for (int i = 0; i < 100; ++i) {
+    cudaStream_t x = nullptr;
+    CHECK_EQ(cudaStreamCreate(&x), cudaSuccess);
+    CHECK_EQ(cudaMallocAsync(&p, 4096, x), cudaSuccess);
+    CHECK_EQ(cudaFreeAsync(p, x), cudaSuccess);
+    CHECK_EQ(cudaStreamDestroy(x), cudaSuccess);
+  }
+  CHECK_EQ(fake_calls("cudaStreamCreate"), before_loop + 1);
 }
 
 void CheckPools() {
@@ -428,6 +469,7 @@ int main(int argc, char** argv) {
   CheckFreeFences();
   CheckDeviceMemory();
   CheckStreams();
+  CheckStreamParking();
   CheckPools();
   CheckOom();
   CheckPinned();

@@ -39,6 +39,9 @@ check(torch.cuda.get_allocator_backend() == "cudaMallocAsync",
       "allocator backend is %s" % torch.cuda.get_allocator_backend())
 
 lib = ctypes.CDLL(None)  # the preloaded library's symbols are global
+if not hasattr(lib, "ff_allocation_size"):
+    print("FAIL: libfragfree.so is not preloaded", file=sys.stderr)
+    sys.exit(1)
 lib.ff_allocation_size.restype = ctypes.c_size_t
 lib.ff_allocation_size.argtypes = [ctypes.c_void_p, ctypes.c_int]
 

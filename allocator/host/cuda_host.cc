@@ -1,0 +1,184 @@
+// CudaPinningBackend and CudaStreamEvents: driver calls only (libcuda is
+// dlopen'ed by CudaDriver), so this compiles against the CUDA headers and runs
+// wherever a driver exists.
+// Thread-safety: see cuda_host.h.
+#include "allocator/host/cuda_host.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "allocator/base/units.h"
+
+namespace fragfree {
+
+CudaContextScope::CudaContextScope(const CudaDriver& cu, CUcontext context)
+    : cu_(cu) {
+  if (cu_.cuCtxGetCurrent(&previous_) == CUDA_SUCCESS && previous_ != context) {
+    switched_ = cu_.cuCtxSetCurrent(context) == CUDA_SUCCESS;
+  }
+}
+
+CudaContextScope::~CudaContextScope() {
+  if (switched_) cu_.cuCtxSetCurrent(previous_);
+}
+
+// --- CudaPinningBackend ------------------------------------------------------
+
+CudaPinningBackend::CudaPinningBackend(const CudaDriver* cu, CUcontext context,
+                                       Mode mode)
+    : cu_(cu),
+      context_(context),
+      mode_(mode),
+      page_size_(size_t(sysconf(_SC_PAGESIZE))) {}
+
+absl::StatusOr<std::unique_ptr<CudaPinningBackend>> CudaPinningBackend::Create(
+    Mode mode, int device) {
+  absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
+  if (!loaded.ok()) return loaded.status();
+  const CudaDriver& cu = **loaded;
+  CUdevice dev;
+  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, device));
+  CUcontext context;
+  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
+  return std::unique_ptr<CudaPinningBackend>(
+      new CudaPinningBackend(&cu, context, mode));
+}
+
+std::string CudaPinningBackend::name() const {
+  return mode_ == Mode::kHostAlloc ? "cuda (cuMemHostAlloc)"
+                                   : "cuda (mmap + cuMemHostRegister)";
+}
+
+absl::StatusOr<void*> CudaPinningBackend::Pin(size_t bytes) {
+  CudaContextScope scope(*cu_, context_);
+  if (mode_ == Mode::kHostAlloc) {
+    void* p = nullptr;
+    FF_CU_RETURN_IF_ERROR(*cu_, cuMemHostAlloc(&p, bytes,
+                                               CU_MEMHOSTALLOC_PORTABLE |
+                                                   CU_MEMHOSTALLOC_DEVICEMAP));
+    return p;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("mmap of %s for pinning failed: %s", FormatBytes(bytes),
+                        strerror(errno)));
+  }
+  CUresult r = cu_->cuMemHostRegister(
+      p, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+  if (r != CUDA_SUCCESS) {
+    munmap(p, bytes);
+    return cu_->ToStatus(r, "cuMemHostRegister", __FILE__, __LINE__);
+  }
+  return p;
+}
+
+absl::Status CudaPinningBackend::Unpin(void* ptr, size_t bytes) {
+  CudaContextScope scope(*cu_, context_);
+  if (mode_ == Mode::kHostAlloc) {
+    FF_CU_RETURN_IF_ERROR(*cu_, cuMemFreeHost(ptr));
+    return absl::OkStatus();
+  }
+  FF_CU_RETURN_IF_ERROR(*cu_, cuMemHostUnregister(ptr));
+  if (munmap(ptr, bytes) != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "munmap(%p, %d) after unregistering: %s", ptr, bytes, strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// --- CudaStreamEvents --------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<CudaStreamEvents>> CudaStreamEvents::Create(
+    int fallback_device) {
+  absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
+  if (!loaded.ok()) return loaded.status();
+  const CudaDriver& cu = **loaded;
+  CUdevice dev;
+  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, fallback_device));
+  CUcontext context;
+  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
+  return std::unique_ptr<CudaStreamEvents>(new CudaStreamEvents(&cu, context));
+}
+
+CudaStreamEvents::~CudaStreamEvents() {
+  for (auto& [context, events] : idle_) {
+    CudaContextScope scope(*cu_, context);
+    for (CUevent e : events) cu_->cuEventDestroy(e);
+  }
+}
+
+absl::StatusOr<CUcontext> CudaStreamEvents::ContextOf(
+    StreamHandle stream) const {
+  CUcontext context = nullptr;
+  // 0, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) mean "the
+  // current context's": the caller's, or the fallback device's.
+  if (stream <= 0x2) {
+    if (cu_->cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) {
+      context = fallback_;
+    }
+    return context;
+  }
+  FF_CU_RETURN_IF_ERROR(
+      *cu_, cuStreamGetCtx(reinterpret_cast<CUstream>(stream), &context));
+  return context;
+}
+
+absl::StatusOr<EventId> CudaStreamEvents::Record(StreamHandle stream) {
+  absl::StatusOr<CUcontext> context = ContextOf(stream);
+  if (!context.ok()) return context.status();
+  CudaContextScope scope(*cu_, *context);
+  MetadataVector<CUevent>& pool = idle_[*context];
+  CUevent event;
+  if (!pool.empty()) {
+    event = pool.back();
+    pool.pop_back();
+  } else {
+    FF_CU_RETURN_IF_ERROR(*cu_, cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
+  }
+  CUresult r = cu_->cuEventRecord(event, reinterpret_cast<CUstream>(stream));
+  if (r != CUDA_SUCCESS) {
+    pool.push_back(event);
+    return cu_->ToStatus(r, "cuEventRecord", __FILE__, __LINE__);
+  }
+  live_[event] = *context;
+  return EventId(reinterpret_cast<uintptr_t>(event));
+}
+
+absl::StatusOr<bool> CudaStreamEvents::Query(EventId event) {
+  CUresult r = cu_->cuEventQuery(reinterpret_cast<CUevent>(event));
+  if (r == CUDA_SUCCESS) return true;
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  return cu_->ToStatus(r, "cuEventQuery", __FILE__, __LINE__);
+}
+
+absl::Status CudaStreamEvents::Synchronize(EventId event) {
+  FF_CU_RETURN_IF_ERROR(*cu_,
+                        cuEventSynchronize(reinterpret_cast<CUevent>(event)));
+  return absl::OkStatus();
+}
+
+void CudaStreamEvents::Release(EventId event) {
+  CUevent e = reinterpret_cast<CUevent>(event);
+  auto it = live_.find(e);
+  if (it == live_.end()) return;
+  idle_[it->second].push_back(e);
+  live_.erase(it);
+}
+
+bool CudaStreamEvents::IsCapturing(StreamHandle stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cu_->cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status,
+                                  nullptr, nullptr, nullptr, nullptr,
+                                  nullptr) != CUDA_SUCCESS) {
+    return false;
+  }
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace fragfree

@@ -1,0 +1,46 @@
+#include "shim/oom.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "allocator/obs/oom_report.h"
+
+namespace fragfree {
+namespace {
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+  return fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+std::string ReportOom(DeviceAllocator& device, const Options& options) {
+  OomContext context;
+  context.facts = device.last_oom();
+  context.stats = device.GetStats();
+  context.arenas = device.Arenas();
+  OomDiagnosis diagnosis = DiagnoseOom(context);
+  std::string text = OomReportText(context, diagnosis);
+  if (!options.oom_report_path.empty()) {
+    static std::atomic<int> count{0};
+    mkdir(options.oom_report_path.c_str(), 0755);
+    std::string base = absl::StrFormat("%s/fragfree-oom-%d-%d",
+                                       options.oom_report_path, getpid(),
+                                       count.fetch_add(1));
+    bool ok = WriteFile(base + ".json", OomReportJson(context, diagnosis)) &&
+              WriteFile(base + ".html", OomReportHtml(context, diagnosis));
+    text += ok ? absl::StrFormat("\nReport: %s.html (and .json)", base)
+               : absl::StrFormat("\n(could not write the report to %s.*)",
+                                 base);
+  }
+  return text;
+}
+
+}  // namespace fragfree

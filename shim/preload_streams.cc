@@ -1,0 +1,304 @@
+// The LD_PRELOAD interposer's knowledge of streams (see preload.h) and the
+// interposed stream calls that maintain it: cudaStreamCreate,
+// cudaStreamCreateWithFlags, cudaStreamCreateWithPriority, cudaStreamDestroy.
+//
+// The registry remembers, per real stream: its device; whether cudaFree must
+// wait for it (non-blocking streams created through the runtime, and streams
+// passed to fragfree's allocation calls; blocking streams are covered by the
+// legacy default stream); and whether the engine has an arena on it. Such a
+// stream is never destroyed for real, because the engine records fences on its
+// arena's stream for as long as the arena exists: cudaStreamDestroy parks it
+// instead, and a later stream creation with the same flags and priority on
+// the same device gets it back, so programs that create and destroy streams
+// in a loop do not accumulate them.
+//
+// Thread-safety: the registry is guarded by a std::mutex, with a per-thread
+// one-entry cache (the last stream's device) validated by a generation counter
+// that every removal bumps. A std::shared_mutex keeps streams alive while
+// cudaFree uses them (shared) against cudaStreamDestroy (exclusive). The fork
+// handlers hold both across fork(). Lock order: in_use, then mu.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "shim/preload.h"
+#include "shim/preload_real.h"
+
+#define FF_INTERPOSE extern "C" __attribute__((visibility("default")))
+
+namespace fragfree::preload {
+namespace {
+
+struct StreamInfo {
+  int device = -1;
+  bool fence = false;    // cudaFree waits for it
+  bool engine = false;   // the engine has an arena on it: never destroyed
+  bool parked = false;   // destroyed by the program, kept for the engine
+  bool has_key = false;  // created through fragfree: reusable when parked
+  unsigned int flags = 0;
+  int priority = 0;
+};
+
+struct StreamRegistry {
+  std::shared_mutex in_use;  // see ShareStreams()
+  std::mutex mu;
+  absl::flat_hash_map<StreamHandle, StreamInfo> streams;  // guarded by mu
+  std::atomic<uint64_t> generation{1};
+};
+StreamRegistry& Registry() {
+  static StreamRegistry* const registry = new StreamRegistry();
+  return *registry;
+}
+
+struct StreamCache {
+  StreamHandle stream = 0;
+  int device = -1;
+  uint64_t generation = 0;
+  bool engine = false;
+};
+thread_local StreamCache stream_cache;
+
+cudaError_t CurrentDevice(int* device) {
+  auto get_device = Real().cudaGetDevice.get();
+  return get_device != nullptr ? get_device(device) : kNoRuntime;
+}
+
+// The device of a stream the registry does not know (runtime errors as is).
+cudaError_t QueryDevice(StreamHandle stream, int* device) {
+  if (auto get = Real().cudaStreamGetDevice.get()) {
+    return get(reinterpret_cast<cudaStream_t>(stream), device);
+  }
+  return CurrentDevice(device);
+}
+
+// A parked stream created with these arguments on `device`, taken out of the
+// park, or 0.
+StreamHandle TakeParked(int device, unsigned int flags, int priority) {
+  StreamRegistry& reg = Registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  for (auto& [stream, info] : reg.streams) {
+    if (info.parked && info.has_key && info.device == device &&
+        info.flags == flags && info.priority == priority) {
+      info.parked = false;
+      return stream;
+    }
+  }
+  return 0;
+}
+
+void RegisterCreated(StreamHandle stream, unsigned int flags, int priority) {
+  int device = -1;
+  // A new stream's device resolves unless the runtime is broken; then the
+  // stream is simply not remembered.
+  if (QueryDevice(stream, &device) != cudaSuccess) return;
+  StreamInfo info;
+  info.device = device;
+  info.fence = (flags & cudaStreamNonBlocking) != 0;
+  info.has_key = true;
+  info.flags = flags;
+  info.priority = priority;
+  StreamRegistry& reg = Registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  reg.streams[stream] = info;
+}
+
+// cudaStreamDestroy: true when the stream is parked (the engine needs it),
+// false when it was forgotten and may be destroyed. *already_parked: the
+// program destroys it a second time.
+bool ParkOrForget(StreamHandle stream, bool* already_parked) {
+  StreamRegistry& reg = Registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.streams.find(stream);
+  if (it == reg.streams.end()) return false;
+  if (it->second.engine) {
+    *already_parked = it->second.parked;
+    it->second.parked = true;
+    return true;
+  }
+  reg.streams.erase(it);
+  reg.generation.fetch_add(1, std::memory_order_acq_rel);
+  return false;
+}
+
+// The creation calls: a parked stream with the same arguments, or a new one.
+template <typename Create>
+cudaError_t CreateStream(cudaStream_t* out, unsigned int flags, int priority,
+                         Create&& create) {
+  if (!Active() || out == nullptr) return create();
+  NoteCudaUse();
+  int device = -1;
+  if (CurrentDevice(&device) == cudaSuccess) {
+    if (StreamHandle parked = TakeParked(device, flags, priority)) {
+      *out = reinterpret_cast<cudaStream_t>(parked);
+      return cudaSuccess;
+    }
+  }
+  cudaError_t err = create();
+  if (err == cudaSuccess) {
+    RegisterCreated(Normalize(*out, /*per_thread=*/false), flags, priority);
+  }
+  return err;
+}
+
+std::vector<StreamHandle> FenceCandidates(int device) {
+  StreamRegistry& reg = Registry();
+  std::vector<StreamHandle> out;
+  std::lock_guard<std::mutex> lock(reg.mu);
+  for (const auto& [stream, info] : reg.streams) {
+    if (info.device == device && info.fence) out.push_back(stream);
+  }
+  return out;
+}
+
+}  // namespace
+
+StreamHandle Normalize(cudaStream_t stream, bool per_thread) {
+  StreamHandle s = reinterpret_cast<StreamHandle>(stream);
+  if (s == 0 && per_thread) return kPerThreadStream;
+  if (s == reinterpret_cast<StreamHandle>(cudaStreamLegacy)) {
+    return kLegacyStream;
+  }
+  return s;
+}
+
+cudaError_t StreamDevice(StreamHandle stream, int* device) {
+  if (IsSpecialStream(stream)) return CurrentDevice(device);
+  StreamRegistry& reg = Registry();
+  const uint64_t generation = reg.generation.load(std::memory_order_acquire);
+  if (stream_cache.generation == generation && stream_cache.stream == stream) {
+    *device = stream_cache.device;
+    return cudaSuccess;
+  }
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto it = reg.streams.find(stream);
+    if (it != reg.streams.end()) {
+      *device = it->second.device;
+      stream_cache = {stream, *device, generation, it->second.engine};
+      return cudaSuccess;
+    }
+  }
+  cudaError_t err = QueryDevice(stream, device);
+  if (err != cudaSuccess) return err;
+  bool engine = false;
+  {
+    std::lock_guard<std::mutex> lock(reg.mu);
+    StreamInfo& info = reg.streams[stream];
+    if (info.device < 0) {  // new: seen in an allocation call
+      info.device = *device;
+      info.fence = true;
+    }
+    engine = info.engine;
+  }
+  stream_cache = {stream, *device, generation, engine};
+  return cudaSuccess;
+}
+
+void NoteEngineStream(StreamHandle stream) {
+  if (IsSpecialStream(stream)) return;
+  StreamRegistry& reg = Registry();
+  const uint64_t generation = reg.generation.load(std::memory_order_acquire);
+  if (stream_cache.generation == generation && stream_cache.stream == stream &&
+      stream_cache.engine) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.streams.find(stream);
+  if (it == reg.streams.end()) return;  // StreamDevice registers it first
+  it->second.engine = true;
+  stream_cache = {stream, it->second.device, generation, true};
+}
+
+std::vector<StreamHandle> StreamsToFence(int device) {
+  std::vector<StreamHandle> out;
+  auto query = Real().cudaStreamQuery.get();
+  for (StreamHandle s : FenceCandidates(device)) {
+    bool capturing = false;
+    // A capturing stream runs nothing yet (the engine skips it too), and
+    // querying it would invalidate the capture.
+    if (IsCapturing(s, &capturing) != cudaSuccess || capturing) continue;
+    if (query != nullptr &&
+        query(reinterpret_cast<cudaStream_t>(s)) == cudaSuccess) {
+      continue;  // idle: everything issued on it so far has completed
+    }
+    out.push_back(s);
+  }
+  out.push_back(kLegacyStream);
+  out.push_back(kSyncArenaStream);
+  return out;
+}
+
+cudaError_t IsCapturing(StreamHandle stream, bool* capturing) {
+  auto is_capturing = Real().cudaStreamIsCapturing.get();
+  if (is_capturing == nullptr) return kNoRuntime;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaError_t err =
+      is_capturing(reinterpret_cast<cudaStream_t>(stream), &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    *capturing = true;
+    return cudaSuccess;
+  }
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return err;
+}
+
+std::shared_lock<std::shared_mutex> ShareStreams() {
+  return std::shared_lock<std::shared_mutex>(Registry().in_use);
+}
+
+void LockStateForFork() {
+  Registry().in_use.lock();
+  Registry().mu.lock();
+}
+
+void UnlockStateAfterFork() {
+  Registry().mu.unlock();
+  Registry().in_use.unlock();
+}
+
+}  // namespace fragfree::preload
+
+using fragfree::StreamHandle;
+using namespace fragfree::preload;  // NOLINT(build/namespaces): the C ABI edge
+
+FF_INTERPOSE cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
+  return CreateStream(pStream, cudaStreamDefault, 0, [&] {
+    auto real = Real().cudaStreamCreate.get();
+    return real != nullptr ? real(pStream) : kNoRuntime;
+  });
+}
+
+FF_INTERPOSE cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
+                                                   unsigned int flags) {
+  return CreateStream(pStream, flags, 0, [&] {
+    auto real = Real().cudaStreamCreateWithFlags.get();
+    return real != nullptr ? real(pStream, flags) : kNoRuntime;
+  });
+}
+
+FF_INTERPOSE cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream,
+                                                      unsigned int flags,
+                                                      int priority) {
+  return CreateStream(pStream, flags, priority, [&] {
+    auto real = Real().cudaStreamCreateWithPriority.get();
+    return real != nullptr ? real(pStream, flags, priority) : kNoRuntime;
+  });
+}
+
+FF_INTERPOSE cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  auto real = Real().cudaStreamDestroy.get();
+  if (real == nullptr) return kNoRuntime;
+  const StreamHandle s = Normalize(stream, /*per_thread=*/false);
+  if (!Active() || IsSpecialStream(s)) return real(stream);
+  // No cudaFree may query or record on the stream while it goes away.
+  std::unique_lock<std::shared_mutex> no_users(Registry().in_use);
+  bool already_parked = false;
+  if (ParkOrForget(s, &already_parked)) {
+    return already_parked ? cudaErrorInvalidResourceHandle : cudaSuccess;
+  }
+  return real(stream);
+}

@@ -1,0 +1,185 @@
+// MetadataArena and MetadataAllocator: built twice. metadata_arena_test has
+// libff_jemalloc.so linked (FF_EXPECT_JEMALLOC) and checks that
+// metadata really comes from the private arena, not from the program's
+// malloc; metadata_fallback_test runs with FRAGFREE_JEMALLOC=0
+// (FF_EXPECT_FALLBACK) and checks the operator new path. Without
+// FRAGFREE_WITH_JEMALLOC both check the fallback.
+// Thread-safety: the threaded test uses the arena from several threads.
+#include "allocator/host/metadata_arena.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+#if defined(FF_EXPECT_JEMALLOC) && !defined(FF_EXPECT_FALLBACK)
+constexpr bool kExpectJemalloc = true;
+#else
+constexpr bool kExpectJemalloc = false;
+#endif
+
+TEST(MetadataArenaTest, BackendIsTheExpectedOne) {
+  MetadataArenaInfo info = MetadataArena::Info();
+  EXPECT_EQ(info.jemalloc, kExpectJemalloc)
+      << info.backend << " / " << info.why_not;
+  if (kExpectJemalloc) {
+    EXPECT_NE(info.backend.find("jemalloc 5."), std::string::npos)
+        << info.backend;
+    EXPECT_TRUE(info.why_not.empty());
+    ASSERT_NE(MetadataArena::jemalloc(), nullptr);
+  } else {
+    EXPECT_EQ(info.backend, "operator new");
+    EXPECT_FALSE(info.why_not.empty());
+    EXPECT_EQ(MetadataArena::jemalloc(), nullptr);
+  }
+#ifdef FF_EXPECT_FALLBACK
+  EXPECT_NE(info.why_not.find("FRAGFREE_JEMALLOC=0"), std::string::npos)
+      << info.why_not;
+#endif
+}
+
+TEST(MetadataArenaTest, AllocationsComeFromThePrivateArena) {
+  std::vector<std::pair<void*, size_t>> blocks;
+  for (size_t size :
+       {size_t{8}, size_t{100}, size_t{4096}, size_t{70000}, size_t{3} << 20}) {
+    void* p = MetadataArena::Allocate(size);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0xab, size);
+    EXPECT_EQ(MetadataArena::InPrivateArena(p), kExpectJemalloc) << size;
+    blocks.emplace_back(p, size);
+  }
+  if (kExpectJemalloc) {
+    // jemalloc knows these regions; its arena for them is the private one,
+    // never arena 0 (jemalloc's automatic arena) nor glibc's heap.
+    const ff_jemalloc_api_t* je = MetadataArena::jemalloc();
+    for (auto [p, size] : blocks) {
+      EXPECT_EQ(je->arena_of(p), MetadataArena::Info().arena);
+      EXPECT_GE(je->usable_size(p), size);
+    }
+    EXPECT_NE(MetadataArena::Info().arena, 0u);
+  }
+  for (auto [p, size] : blocks) MetadataArena::Deallocate(p, size);
+}
+
+TEST(MetadataArenaTest, ProgramMallocIsStillTheCLibrarys) {
+  // The private jemalloc defines no malloc: the program's malloc, free and
+  // operator new resolve to glibc / libstdc++, never to fragfree's copy.
+  for (const char* name : {"malloc", "free", "calloc", "realloc", "_Znwm"}) {
+    void* sym = dlsym(RTLD_DEFAULT, name);
+    ASSERT_NE(sym, nullptr) << name;
+    Dl_info info;
+    ASSERT_NE(dladdr(sym, &info), 0) << name;
+    std::string lib = info.dli_fname;
+    EXPECT_EQ(lib.find("fragfree"), std::string::npos) << name << " in " << lib;
+    EXPECT_EQ(lib.find("jemalloc"), std::string::npos) << name << " in " << lib;
+  }
+  // And glibc's allocator still serves the program (malloc_usable_size is
+  // glibc's, and answers for its own blocks).
+  void* p = malloc(100);
+  EXPECT_GE(malloc_usable_size(p), 100u);
+  free(p);
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "ffje_malloc"), nullptr);
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "mallocx"), nullptr);
+}
+
+TEST(MetadataArenaTest, CountersFollowLiveBytes) {
+  MetadataArenaInfo before = MetadataArena::Info();
+  void* p = MetadataArena::Allocate(1000);
+  void* q = MetadataArena::Allocate(24);
+  MetadataArenaInfo during = MetadataArena::Info();
+  EXPECT_EQ(during.live_bytes - before.live_bytes, 1024);
+  EXPECT_EQ(during.live_allocations - before.live_allocations, 2);
+  EXPECT_EQ(during.total_allocations - before.total_allocations, 2);
+  MetadataArena::Deallocate(p, 1000);
+  MetadataArena::Deallocate(q, 24);
+  EXPECT_EQ(MetadataArena::Info().live_bytes, before.live_bytes);
+}
+
+TEST(MetadataArenaTest, AlignmentIsHonoured) {
+  for (size_t align : {size_t{64}, size_t{256}, size_t{4096}}) {
+    void* p = MetadataArena::Allocate(100, align);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << align;
+    MetadataArena::Deallocate(p, 100, align);
+  }
+  struct alignas(128) Wide {
+    char c[3];
+  };
+  MetadataVector<Wide> v(5);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 128, 0u);
+}
+
+TEST(MetadataArenaTest, ContainersUseTheArena) {
+  MetadataArenaInfo before = MetadataArena::Info();
+  MetadataMap<int, std::string> map;
+  MetadataSet<int> set;
+  MetadataVector<int> vec;
+  for (int i = 0; i < 1000; ++i) {
+    map.emplace(i, "x");
+    set.insert(i);
+    vec.push_back(i);
+  }
+  MetadataArenaInfo during = MetadataArena::Info();
+  EXPECT_GE(during.live_allocations - before.live_allocations, 2000);
+  if (kExpectJemalloc) {
+    EXPECT_TRUE(MetadataArena::InPrivateArena(vec.data()));
+    EXPECT_TRUE(MetadataArena::InPrivateArena(&*set.begin()));
+  }
+  EXPECT_EQ(map.size(), 1000u);
+  map.clear();
+  set.clear();
+  vec = MetadataVector<int>();
+  EXPECT_EQ(MetadataArena::Info().live_bytes, before.live_bytes);
+}
+
+TEST(MetadataArenaTest, NewAndDeleteObjects) {
+  struct Node {
+    explicit Node(int v) : value(v) {}
+    int value;
+    MetadataVector<int> children;
+  };
+  Node* n = MetadataNew<Node>(7);
+  n->children.assign(100, 1);
+  EXPECT_EQ(n->value, 7);
+  MetadataDelete(n);
+  MetadataDelete<Node>(nullptr);
+}
+
+TEST(MetadataArenaTest, ManyThreads) {
+  MetadataArenaInfo before = MetadataArena::Info();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([t] {
+      MetadataVector<void*> mine;
+      for (int i = 0; i < 5000; ++i) {
+        size_t size = size_t(16 + (i * 7 + t) % 2000);
+        void* p = MetadataArena::Allocate(size);
+        ASSERT_NE(p, nullptr);
+        memset(p, t, size);
+        MetadataArena::Deallocate(p, size);
+        mine.push_back(nullptr);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(MetadataArena::Info().live_bytes, before.live_bytes);
+}
+
+TEST(MetadataArenaTest, AllocatorOutOfMemoryThrows) {
+  MetadataAllocator<int> a;
+  EXPECT_THROW(a.allocate(std::numeric_limits<size_t>::max() / 2),
+               std::bad_array_new_length);
+  EXPECT_EQ(MetadataArena::Allocate(size_t{1} << 62), nullptr);
+}
+
+}  // namespace
+}  // namespace fragfree

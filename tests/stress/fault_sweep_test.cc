@@ -1,0 +1,479 @@
+// Fault-injection sweep of DeviceAllocator: one script that reaches every kind of
+// backend call (arenas on three streams, new pages, pages moving between streams
+// after waiting for events, record_stream, a graph pool, a lowered limit,
+// EmptyCache), run once per (backend op x call position x fault kind) with that
+// call failing: once with InternalError, once with ResourceExhausted, and from
+// that call on for good. Every step must succeed or fail cleanly (invariants hold,
+// live data intact), and once the faults are cleared, freeing everything and
+// EmptyCache must give every page back: nothing reserved, nothing idle, and the
+// backend's free memory equal to its capacity. Extends
+// device_allocator_test.cc's SurvivesAFaultAtEveryBackendCall (which covers
+// Malloc only) to Unmap and Release inside EmptyCache and reclaim, and to
+// persistent faults. Also the engine bugs this sweep and the fuzzer found, as
+// DISABLED_ tests (docs/reliability.md).
+// Owns: the sweep script and its leak checks.
+// Thread-safety: single-threaded, except the death tests' child processes.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/device_allocator.h"
+#include "allocator/phys/fault_injecting_backend.h"
+#include "allocator/phys/host_backend.h"
+#include "allocator/stream/host_event_source.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+constexpr size_t kPage = 64 << 10;
+constexpr size_t kPages = 8;
+constexpr StreamHandle kS1 = 0x100, kS2 = 0x200, kS3 = 0x300;
+constexpr PoolId kPool{1, 1};
+
+const char* OpName(BackendOp op) {
+  static const char* const kNames[] = {"ReserveVa", "ReleaseVa", "Create",
+                                       "Release",   "Map",       "Unmap",
+                                       "SetAccess"};
+  return kNames[int(op)];
+}
+
+// ManualEventSource whose Record / Query / Synchronize calls can fail, counted
+// and windowed like FaultInjectingBackend's (a CUDA event call failing).
+class FlakyEvents final : public EventSource {
+ public:
+  enum Call { kRecord, kQuery, kSynchronize, kNumCalls };
+  static const char* Name(Call c) {
+    return c == kRecord ? "event Record" : c == kQuery ? "event Query"
+                                                       : "event Synchronize";
+  }
+
+  absl::StatusOr<EventId> Record(StreamHandle stream) override {
+    if (absl::Status s = Next(kRecord); !s.ok()) return s;
+    return inner_.Record(stream);
+  }
+  absl::StatusOr<bool> Query(EventId event) override {
+    if (absl::Status s = Next(kQuery); !s.ok()) return s;
+    return inner_.Query(event);
+  }
+  absl::Status Synchronize(EventId event) override {
+    if (absl::Status s = Next(kSynchronize); !s.ok()) return s;
+    return inner_.Synchronize(event);
+  }
+  void Release(EventId event) override { inner_.Release(event); }
+  bool IsCapturing(StreamHandle stream) override {
+    return inner_.IsCapturing(stream);
+  }
+
+  // Calls of `call` numbered [first, first + count) fail (count < 0: all).
+  void FailCalls(Call call, int64_t first, int64_t count, absl::Status s) {
+    window_[call] = {first, count, std::move(s)};
+  }
+  void ClearFaults() {
+    for (Window& w : window_) w = Window();
+  }
+  int64_t Calls(Call call) const { return calls_[call]; }
+  int64_t FaultsInjected() const { return injected_; }
+  void CompleteAll() { inner_.CompleteAll(); }
+
+ private:
+  struct Window {
+    int64_t first = 0;
+    int64_t count = 0;
+    absl::Status status;
+  };
+  absl::Status Next(Call call) {
+    const int64_t n = ++calls_[call];
+    const Window& w = window_[call];
+    if (w.count == 0 || n < w.first) return absl::OkStatus();
+    if (w.count > 0 && n >= w.first + w.count) return absl::OkStatus();
+    ++injected_;
+    return w.status;
+  }
+  ManualEventSource inner_;
+  int64_t calls_[kNumCalls] = {};
+  Window window_[kNumCalls];
+  int64_t injected_ = 0;
+};
+
+struct Rig {
+  HostBackend* host = nullptr;
+  FaultInjectingBackend* faults = nullptr;
+  FlakyEvents* events = nullptr;
+  std::unique_ptr<DeviceAllocator> a;
+};
+
+Rig MakeRig(size_t pages = kPages) {
+  Rig r;
+  auto host = HostBackend::Create(pages * kPage, kPage);
+  if (!host.ok()) abort();
+  r.host = host->get();
+  auto faults = std::make_unique<FaultInjectingBackend>(std::move(*host));
+  r.faults = faults.get();
+  auto events = std::make_unique<FlakyEvents>();
+  r.events = events.get();
+  Options o;
+  o.backend = BackendKind::kHost;
+  r.a = *DeviceAllocator::Create(0, o, std::move(faults), std::move(events));
+  return r;
+}
+
+struct Live {
+  void* ptr;
+  size_t size;
+  uint8_t fill;
+};
+
+// Runs the script; collects live blocks; returns a description of the first
+// unclean failure, or "" when every step succeeded or failed cleanly.
+class Script {
+ public:
+  explicit Script(Rig& r) : r_(r) {}
+
+  // On 8 pages; the comments say where the pages come from without faults.
+  std::string Run() {
+    void* a = Alloc(3 * kPage, kS1);   // 3 new pages, arena of kS1
+    void* b = Alloc(1000, kS2);        // 1 new page, small arena of kS2
+    void* c = Alloc(2 * kPage, kS3);   // 2 new pages
+    Free(a);
+    if (c != nullptr) {
+      Check(r_.a->RecordStream(c, kS1), "RecordStream");
+      Free(c);  // pending until kS1's event completes
+    }
+    // 2 new pages, and a's 3 after fencing kS1 and waiting (unmap, map).
+    void* d = Alloc(5 * kPage, kS2);
+    r_.events->CompleteAll();
+    Free(d);
+    // c's free completes; its pages or d's move to kS1.
+    void* e = Alloc(2 * kPage, kS1);
+    Check(r_.a->EmptyCache(), "EmptyCache");  // unmaps and releases 5 pages
+    Check(r_.a->BeginAllocateToPool(
+              kPool, [](StreamHandle s) { return s == kS3; }),
+          "BeginAllocateToPool");
+    void* f = Alloc(kPage + 512, kS3);  // 2 new pages, held by the pool
+    Free(f);
+    void* g = Alloc(100, kS3);  // 1 new page
+    Check(r_.a->EndAllocateToPool(kPool), "EndAllocateToPool");
+    Check(r_.a->ReleasePool(kPool), "ReleasePool");
+    // Above the lowered limit: f's pages, released with the pool, move.
+    Check(r_.a->SetMemoryLimit(6 * kPage), "SetMemoryLimit");
+    void* h = Alloc(2 * kPage, kS1);
+    Check(r_.a->SetMemoryLimit(0), "SetMemoryLimit");
+    void* i = Alloc(2 * kPage, kS3);  // 2 new pages
+    Free(b);
+    Free(e);
+    Check(r_.a->EmptyCache(), "EmptyCache");
+    Free(g);
+    Free(h);
+    Free(i);
+    return error_;
+  }
+
+  // Clears the faults, frees what is left and checks that every page came back.
+  std::string Finish() {
+    r_.faults->ClearFaults();
+    r_.events->ClearFaults();
+    r_.events->CompleteAll();
+    for (const Live& l : live_) {
+      Verify(l);
+      if (absl::Status s = r_.a->Free(l.ptr); !s.ok()) {
+        Note("final Free: " + s.ToString());
+      }
+    }
+    live_.clear();
+    if (absl::Status s = r_.a->EmptyCache(); !s.ok()) {
+      Note("final EmptyCache: " + s.ToString());
+    }
+    if (absl::Status s = r_.a->CheckInvariants(); !s.ok()) {
+      Note("final invariants: " + s.ToString());
+    }
+    DeviceStats st = r_.a->GetStats();
+    if (st.reserved_bytes.pool[kPoolAll].current != 0 ||
+        st.idle_page_bytes.current != 0 ||
+        st.allocated_bytes.pool[kPoolAll].current != 0) {
+      Note(absl::StrCat("leak: reserved ",
+                        st.reserved_bytes.pool[kPoolAll].current, " idle ",
+                        st.idle_page_bytes.current, " allocated ",
+                        st.allocated_bytes.pool[kPoolAll].current));
+    }
+    if (r_.host->MemoryInfo().free_bytes != kPages * kPage) {
+      Note(absl::StrCat("leak: the backend has ",
+                        r_.host->MemoryInfo().free_bytes, " of ",
+                        kPages * kPage, " B free"));
+    }
+    return error_;
+  }
+
+  int failed_steps() const { return failed_steps_; }
+  const std::string& failed_log() const { return failed_log_; }
+  bool free_failed() const { return free_failed_; }
+
+ private:
+  void Note(const std::string& what) {
+    if (error_.empty()) error_ = what;
+  }
+  void AfterStep(const char* what) {
+    if (absl::Status s = r_.a->CheckInvariants(); !s.ok()) {
+      Note(absl::StrCat("after ", what, ": ", s.ToString()));
+    }
+  }
+  void Check(const absl::Status& s, const char* what) {
+    if (!s.ok()) Failed(absl::StrCat(what, ": ", s.ToString()));
+    AfterStep(what);
+  }
+  void Failed(const std::string& what) {
+    ++failed_steps_;
+    failed_log_ += what + "\n";
+  }
+  void Verify(const Live& l) {
+    const auto* p = static_cast<const uint8_t*>(l.ptr);
+    for (size_t off = 0; off < l.size; off += 4096) {
+      if (p[off] != l.fill || p[l.size - 1] != l.fill) {
+        Note(absl::StrCat("data of the block at 0x",
+                         absl::Hex(reinterpret_cast<uintptr_t>(l.ptr)),
+                         " changed"));
+        return;
+      }
+    }
+  }
+  void* Alloc(size_t size, StreamHandle stream) {
+    absl::StatusOr<void*> p = r_.a->Malloc(size, stream);
+    AfterStep("Malloc");
+    if (!p.ok()) {
+      Failed(absl::StrCat("Malloc(", size, ", ", stream,
+                          "): ", p.status().ToString()));
+      return nullptr;
+    }
+    Live l{*p, size, uint8_t(++fills_)};
+    memset(l.ptr, l.fill, size);
+    live_.push_back(l);
+    for (const Live& other : live_) Verify(other);
+    return *p;
+  }
+  void Free(void* p) {
+    if (p == nullptr) return;
+    for (size_t k = 0; k < live_.size(); ++k) {
+      if (live_[k].ptr != p) continue;
+      Verify(live_[k]);
+      live_.erase(live_.begin() + ptrdiff_t(k));
+      break;
+    }
+    if (absl::Status s = r_.a->Free(p); !s.ok()) {
+      free_failed_ = true;
+      Note("Free of a live block: " + s.ToString());
+    }
+    AfterStep("Free");
+  }
+
+  Rig& r_;
+  std::vector<Live> live_;
+  std::string error_;
+  int failed_steps_ = 0;
+  std::string failed_log_;
+  bool free_failed_ = false;
+  int fills_ = 0;
+};
+
+constexpr BackendOp kAllOps[] = {
+    BackendOp::kReserveVa, BackendOp::kReleaseVa, BackendOp::kCreate,
+    BackendOp::kRelease,   BackendOp::kMap,       BackendOp::kUnmap,
+    BackendOp::kSetAccess};
+
+TEST(FaultSweep, ScriptWithoutFaultsSucceedsAndReachesEveryCall) {
+  Rig r = MakeRig();
+  Script script(r);
+  EXPECT_EQ(script.Run(), "");
+  EXPECT_EQ(script.failed_steps(), 0) << script.failed_log();
+  for (BackendOp op : kAllOps) {
+    if (op == BackendOp::kReleaseVa) continue;  // only at destruction
+    EXPECT_GT(r.faults->Calls(op), 0) << OpName(op);
+  }
+  EXPECT_GT(r.a->GetStats().pages_remapped, 0);
+  EXPECT_EQ(script.Finish(), "");
+}
+
+// Every backend call of the script failing, one at a time, in three modes.
+TEST(FaultSweep, EveryCallOfEveryOpFailsCleanlyAndLeaksNothing) {
+  int64_t calls[int(BackendOp::kCount)] = {};
+  {
+    Rig dry = MakeRig();
+    Script script(dry);
+    ASSERT_EQ(script.Run(), "");
+    for (BackendOp op : kAllOps) calls[int(op)] = dry.faults->Calls(op);
+  }
+  struct Mode {
+    const char* name;
+    int64_t count;
+    absl::Status status;
+  };
+  const Mode modes[] = {
+      {"once", 1, absl::InternalError("injected fault")},
+      {"once-oom", 1, absl::ResourceExhaustedError("injected OOM")},
+      {"from-then-on", -1, absl::UnavailableError("injected: device lost")},
+  };
+  int64_t runs = 0, injected = 0, failed_steps = 0;
+  for (BackendOp op : kAllOps) {
+    for (int64_t nth = 1; nth <= calls[int(op)]; ++nth) {
+      for (const Mode& mode : modes) {
+        SCOPED_TRACE(absl::StrCat(OpName(op), " call ", nth, " ", mode.name));
+        Rig r = MakeRig();
+        r.faults->FailCalls(op, nth, mode.count, mode.status);
+        Script script(r);
+        std::string error = script.Run();
+        ASSERT_EQ(error, "");
+        injected += r.faults->FaultsInjected();
+        failed_steps += script.failed_steps();
+        ASSERT_GT(r.faults->FaultsInjected(), 0) << "the fault was not reached";
+        ASSERT_EQ(script.Finish(), "");
+        ++runs;
+      }
+    }
+  }
+  printf("fault sweep: %lld runs, %lld faults injected, %lld steps failed "
+         "cleanly\n",
+         (long long)runs, (long long)injected, (long long)failed_steps);
+  RecordProperty("runs", std::to_string(runs));
+  RecordProperty("faults_injected", std::to_string(injected));
+  EXPECT_GT(runs, 100);
+}
+
+// The same for the event calls (Record / Query / Synchronize): a CUDA event
+// call that fails must fail the request cleanly and leak nothing.
+TEST(FaultSweep, EveryEventCallFailsCleanlyAndLeaksNothing) {
+  int64_t calls[FlakyEvents::kNumCalls] = {};
+  {
+    Rig dry = MakeRig();
+    Script script(dry);
+    ASSERT_EQ(script.Run(), "");
+    for (int c = 0; c < FlakyEvents::kNumCalls; ++c) {
+      calls[c] = dry.events->Calls(FlakyEvents::Call(c));
+      EXPECT_GT(calls[c], 0) << FlakyEvents::Name(FlakyEvents::Call(c));
+    }
+  }
+  int64_t runs = 0, injected = 0, known_bug = 0;
+  for (int c = 0; c < FlakyEvents::kNumCalls; ++c) {
+    const auto call = FlakyEvents::Call(c);
+    for (int64_t nth = 1; nth <= calls[c]; ++nth) {
+      for (int64_t count : {int64_t{1}, int64_t{-1}}) {
+        SCOPED_TRACE(absl::StrCat(FlakyEvents::Name(call), " call ", nth,
+                                  count < 0 ? " from then on" : " once"));
+        Rig r = MakeRig();
+        r.events->FailCalls(call, nth, count,
+                            absl::InternalError("injected event fault"));
+        Script script(r);
+        std::string error = script.Run();
+        if (script.free_failed() && call == FlakyEvents::kRecord) {
+          // Free of a record_stream'ed block whose event Record fails loses
+          // the block: DISABLED_FreeWhoseEventRecordFailsLosesTheBlock.
+          ++known_bug;
+          continue;
+        }
+        ASSERT_EQ(error, "");
+        injected += r.events->FaultsInjected();
+        ASSERT_EQ(script.Finish(), "");
+        ++runs;
+      }
+    }
+  }
+  printf("event fault sweep: %lld runs, %lld faults injected, %lld runs "
+         "skipped (known engine bug)\n",
+         (long long)runs, (long long)injected, (long long)known_bug);
+  RecordProperty("runs", std::to_string(runs));
+  RecordProperty("faults_injected", std::to_string(injected));
+  EXPECT_GT(runs, 10);
+}
+
+// ReleaseVa is called only when the allocator is destroyed (arenas are never
+// released before): a failing ReleaseVa, or Release of idle pages, at
+// destruction must not crash.
+TEST(FaultSweep, DestructionWithFailingReleaseVaOrReleaseDoesNotCrash) {
+  for (BackendOp op : {BackendOp::kReleaseVa, BackendOp::kRelease}) {
+    Rig r = MakeRig();
+    void* p = *r.a->Malloc(kPage, kS1);
+    void* q = *r.a->Malloc(kPage, kS2);
+    ASSERT_TRUE(r.a->Free(p).ok());
+    (void)q;  // still live at destruction
+    r.faults->FailNext(op, -1, absl::InternalError("injected fault"));
+    r.a.reset();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Engine bugs (docs/reliability.md, "Engine bugs found"). Disabled so that CI
+// stays green; run with --gtest_also_run_disabled_tests.
+
+// Arena::MapPages undoes a failed Map/SetAccess by unmapping what it mapped,
+// ignoring Unmap errors: when that Unmap fails too, the page is still mapped
+// in the backend but the arena forgets it and the pool takes it back as idle.
+// The next Malloc that gets that page fails (Map: "already mapped"), and the
+// handle can never be released (Release: "still mapped"), so EmptyCache fails
+// and the device memory is lost. Found by engine_fuzz.
+TEST(FaultSweep, DISABLED_MapUndoWithAFailingUnmapLeaksAMappedPage) {
+  Rig r = MakeRig(4);
+  r.faults->FailNext(BackendOp::kSetAccess, 1,
+                     absl::InternalError("injected SetAccess fault"));
+  r.faults->FailNext(BackendOp::kUnmap, 1,
+                     absl::InternalError("injected Unmap fault"));
+  EXPECT_FALSE(r.a->Malloc(kPage, kS1).ok());
+  r.faults->ClearFaults();
+  // The device is empty and healthy again: every page must be usable.
+  absl::StatusOr<void*> p = r.a->Malloc(4 * kPage, kS1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(r.a->Free(*p).ok());
+  EXPECT_TRUE(r.a->EmptyCache().ok());
+  EXPECT_EQ(r.host->MemoryInfo().free_bytes, 4 * kPage)
+      << "a page stayed mapped in the backend";
+}
+
+// DeviceAllocator::Free takes a block out of the live table (and the stats)
+// before recording the events of its record_stream streams; if Record fails it
+// returns the error with the block in state kPendingFree but on no pending list
+// (and the events already recorded are never released). Nothing ever frees it:
+// its pages stay mapped forever, Free(ptr) again is a "double free", and
+// EmptyCache cannot give the memory back. Expected: either the Free fails with
+// nothing changed (the block still live), or it succeeds and the block is
+// reclaimed once the events that could be recorded complete (or after a
+// synchronize).
+TEST(FaultSweep, DISABLED_FreeWhoseEventRecordFailsLosesTheBlock) {
+  Rig r = MakeRig(4);
+  void* p = *r.a->Malloc(kPage, kS1);
+  ASSERT_TRUE(r.a->RecordStream(p, kS2).ok());
+  r.events->FailCalls(FlakyEvents::kRecord, r.events->Calls(FlakyEvents::kRecord) + 1, 1,
+                      absl::InternalError("injected event fault"));
+  absl::Status s = r.a->Free(p);
+  r.events->ClearFaults();
+  if (!s.ok()) {
+    EXPECT_EQ(r.a->AllocationSize(p), kPage)
+        << "Free failed (" << s << ") but the block is no longer live";
+    EXPECT_TRUE(r.a->Free(p).ok());
+  }
+  r.events->CompleteAll();
+  ASSERT_TRUE(r.a->EmptyCache().ok());
+  EXPECT_EQ(r.a->GetStats().reserved_bytes.pool[kPoolAll].current, 0)
+      << "the block's page is still mapped";
+  EXPECT_EQ(r.a->GetStats().active_bytes.pool[kPoolAll].current, 0);
+  EXPECT_EQ(r.host->MemoryInfo().free_bytes, 4 * kPage);
+}
+
+// ~DeviceAllocator unmaps every page (ignoring errors) and then destroys the
+// arenas, whose destructor FF_CHECKs that no page is mapped: a backend that
+// fails an Unmap at shutdown (a CUDA context already torn down at process exit,
+// a lost device) aborts the whole process instead of leaking.
+TEST(FaultSweep, DISABLED_DestructionWithAFailingUnmapDoesNotAbort) {
+  EXPECT_EXIT(
+      {
+        Rig r = MakeRig();
+        void* p = *r.a->Malloc(kPage, kS1);
+        (void)p;  // live at destruction
+        r.faults->FailNext(BackendOp::kUnmap, -1,
+                           absl::UnavailableError("injected: device lost"));
+        r.a.reset();
+        exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
+}  // namespace fragfree
