@@ -484,6 +484,29 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
+  MutexLock lock(&mu_);
+  if (events_->IsCapturing(stream)) {
+    return absl::FailedPreconditionError(
+        "a stream that is capturing a CUDA graph cannot be retired");
+  }
+  // Every slot of this handle: the default one and graph pools' ones.
+  for (uint32_t slot = 0; slot < fences_.num_streams(); ++slot) {
+    if (fences_.stream(slot) != stream) continue;
+    if (absl::Status s = fences_.Retire(slot); !s.ok()) return s;
+  }
+  slot_of_.erase(stream);
+  for (auto& pool : pools_) pool->slots.erase(stream);
+  if (last_stream_ == stream) last_slot_ = UINT32_MAX;
+  // Its work is done: uses recorded for it need no event any more.
+  for (auto& [addr, block] : live_) {
+    if (block->uses == nullptr) continue;
+    auto& uses = *block->uses;
+    uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DeviceAllocator::EmptyCache() {
   MutexLock lock(&mu_);
   if (capturing_ > 0) return absl::OkStatus();  // PyTorch's rule: not in capture

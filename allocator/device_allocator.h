@@ -71,6 +71,10 @@ class DeviceAllocator {
   // `stream` also uses the block: it is not reused before that work completes.
   absl::Status RecordStream(void* ptr, StreamHandle stream)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // `stream` is about to be destroyed (cudaStreamDestroy): waits for the work
+  // issued on it, and never touches the handle again. Its arenas' memory stays
+  // usable; a new stream that reuses the handle value starts afresh.
+  absl::Status RetireStream(StreamHandle stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for pending work, unmaps every whole free page and releases idle pages
   // to the device.
   absl::Status EmptyCache() ABSL_LOCKS_EXCLUDED(mu_);

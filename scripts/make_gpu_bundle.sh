@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
 D=.carry/gpu
 rm -rf "$D" && mkdir -p "$D/bin" "$D/lib" "$D/deps"
-cp -a "$BUILD"/lib/libfragfree.so* "$D/lib/"
+cp -a "$BUILD"/lib/lib*.so* "$D/lib/"
 for f in "$BUILD"/bin/*; do
   case "$(basename "$f")" in *_test|malloc_free_bench|fragfree-replay|*preload*) cp "$f" "$D/bin/";; esac
 done

@@ -108,6 +108,12 @@ ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream) {
   });
 }
 
+ff_status_t ff_retire_stream(ff_stream_t stream) {
+  return ForDevices(-1, [&](DeviceAllocator& d) {
+    return d.RetireStream(reinterpret_cast<fragfree::StreamHandle>(stream));
+  });
+}
+
 ff_status_t ff_empty_cache(int device) {
   return ForDevices(device, [](DeviceAllocator& d) { return d.EmptyCache(); });
 }

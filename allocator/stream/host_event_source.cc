@@ -8,6 +8,7 @@ absl::StatusOr<EventId> ManualEventSource::Record(StreamHandle stream) {
     return absl::FailedPreconditionError("event recorded during capture");
   }
   ++records_;
+  ++records_on_[stream];
   done_[++next_] = false;
   return next_;
 }
@@ -54,6 +55,12 @@ void ManualEventSource::SetCapturing(StreamHandle stream, bool capturing) {
 int64_t ManualEventSource::records() const {
   absl::MutexLock lock(&mu_);
   return records_;
+}
+
+int64_t ManualEventSource::records_on(StreamHandle stream) const {
+  absl::MutexLock lock(&mu_);
+  auto it = records_on_.find(stream);
+  return it == records_on_.end() ? 0 : it->second;
 }
 
 int64_t ManualEventSource::synchronizes() const {

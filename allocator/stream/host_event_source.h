@@ -40,6 +40,7 @@ class ManualEventSource final : public EventSource {
   void CompleteAll();
   void SetCapturing(StreamHandle stream, bool capturing);
   int64_t records() const;
+  int64_t records_on(StreamHandle stream) const;
   int64_t synchronizes() const;
 
  private:
@@ -48,6 +49,7 @@ class ManualEventSource final : public EventSource {
   std::map<EventId, bool> done_ ABSL_GUARDED_BY(mu_);
   std::map<StreamHandle, bool> capturing_ ABSL_GUARDED_BY(mu_);
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<StreamHandle, int64_t> records_on_ ABSL_GUARDED_BY(mu_);
   int64_t synchronizes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

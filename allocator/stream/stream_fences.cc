@@ -39,7 +39,7 @@ absl::Status StreamFences::RecordFence(PerStream& s) {
 
 absl::Status StreamFences::PollAndFence() {
   for (PerStream& s : streams_) {
-    if (events_->IsCapturing(s.handle)) continue;
+    if (s.retired || events_->IsCapturing(s.handle)) continue;
     if (absl::Status st = Poll(s); !st.ok()) return st;
     if (s.unfenced) {
       if (absl::Status st = RecordFence(s); !st.ok()) return st;
@@ -70,10 +70,20 @@ absl::Status StreamFences::WaitFor(uint32_t slot, uint64_t epoch) {
   return absl::OkStatus();
 }
 
+absl::Status StreamFences::Retire(uint32_t slot) {
+  PerStream& s = streams_[slot];
+  if (s.retired) return absl::OkStatus();
+  if (absl::Status st = WaitFor(slot, s.epoch); !st.ok()) return st;
+  s.retired = true;
+  s.unfenced = false;
+  s.completed = UINT64_MAX;
+  return absl::OkStatus();
+}
+
 absl::Status StreamFences::WaitAll() {
   for (uint32_t slot = 0; slot < streams_.size(); ++slot) {
     PerStream& s = streams_[slot];
-    if (!s.unfenced && s.in_flight.empty()) continue;
+    if (s.retired || (!s.unfenced && s.in_flight.empty())) continue;
     if (absl::Status st = WaitFor(slot, s.epoch - (s.unfenced ? 0 : 1));
         !st.ok()) {
       return st;

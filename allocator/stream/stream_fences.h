@@ -41,6 +41,10 @@ class StreamFences {
   absl::Status WaitFor(uint32_t slot, uint64_t epoch);
   // Blocks until every stamped free of every stream is complete.
   absl::Status WaitAll();
+  // The stream is about to be destroyed: waits for all work issued on it, then
+  // never touches its handle again; every free stamped on it, before or after,
+  // counts as complete.
+  absl::Status Retire(uint32_t slot);
 
   uint64_t fences_recorded() const { return fences_recorded_; }
   uint64_t waits() const { return waits_; }
@@ -56,6 +60,7 @@ class StreamFences {
     uint64_t epoch = 1;      // stamped on frees now
     uint64_t completed = 0;  // every free stamped <= this is done
     bool unfenced = false;   // frees stamped since the last fence
+    bool retired = false;    // handle destroyed: never used again
     std::deque<Fence> in_flight;
   };
   absl::Status Poll(PerStream& s);

@@ -311,3 +311,28 @@ TEST(DeviceAllocatorSnapshot, SegmentsAreMappedRangesTiledByBlocks) {
 
 }  // namespace
 }  // namespace fragfree
+
+namespace fragfree {
+namespace {
+
+TEST(DeviceAllocatorStreams, RetiredStreamIsNeverTouchedAgain) {
+  Fixture f = Make(4);
+  void* a = *f.a->Malloc(2 * kPage, kS1);
+  void* b = *f.a->Malloc(kPage, kS2);
+  ASSERT_TRUE(f.a->RecordStream(b, kS1).ok());
+  ASSERT_TRUE(f.a->Free(a).ok());
+  ASSERT_TRUE(f.a->RetireStream(kS1).ok());
+  int64_t records = f.events->records_on(kS1);
+  // kS1's freed pages serve kS2 without any event on kS1, and b's use by kS1
+  // needs no event either.
+  ASSERT_TRUE(f.a->Free(b).ok());
+  absl::StatusOr<void*> c = f.a->Malloc(3 * kPage, kS2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(f.events->records_on(kS1), records);
+  // The same handle value, reused by a new stream, starts afresh.
+  EXPECT_TRUE(f.a->Malloc(512, kS1).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+}  // namespace
+}  // namespace fragfree

@@ -72,6 +72,9 @@ FF_API void* ff_malloc(size_t size, int device, ff_stream_t stream);
 /* device < 0: find the device that owns ptr. NULL is a no-op. */
 FF_API ff_status_t ff_free(void* ptr, int device);
 FF_API ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream);
+/* Call before destroying a stream fragfree allocated on (cudaStreamDestroy):
+ * waits for the work issued on it and forgets the handle, on every device. */
+FF_API ff_status_t ff_retire_stream(ff_stream_t stream);
 /* device < 0: every device. */
 FF_API ff_status_t ff_empty_cache(int device);
 FF_API ff_status_t ff_set_memory_fraction(double fraction, int device);
