@@ -10,6 +10,6 @@ cd "$(dirname "$0")/.."
 ff_install_deps
 ff_build build
 traces=("$@")
-[ ${#traces[@]} -gt 0 ] || traces=(data/traces/gpt2_varlen.csv.gz)
+[ ${#traces[@]} -gt 0 ] || traces=(data/traces/*.csv.gz data/traces/patterns/*.csv.gz)
 ./build/bin/fragfree-replay --html build/report.html "${traces[@]}"
 echo "report: $(pwd)/build/report.html"
