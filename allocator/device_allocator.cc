@@ -20,7 +20,8 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
     std::unique_ptr<PhysicalBackend> backend,
     std::unique_ptr<EventSource> events) {
   if (backend == nullptr || events == nullptr) {
-    return absl::InvalidArgumentError("DeviceAllocator needs a backend and an event source");
+    return absl::InvalidArgumentError(
+        "DeviceAllocator needs a backend and an event source");
   }
   return std::unique_ptr<DeviceAllocator>(new DeviceAllocator(
       device, options, std::move(backend), std::move(events)));
@@ -125,9 +126,9 @@ absl::Status DeviceAllocator::BeginAllocateToPool(
     pool->id = id;
   }
   if (pool->capturing) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "graph pool (%d, %d) is already being allocated to", id.first,
-        id.second));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("graph pool (%d, %d) is already being allocated to",
+                        id.first, id.second));
   }
   pool->filter = std::move(filter);
   pool->capturing = true;
@@ -180,9 +181,8 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
   }
   size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page_size_);
   va = std::max(va, AlignUp(size, page_size_) * 2);
-  absl::StatusOr<std::unique_ptr<Arena>> arena =
-      Arena::Create(backend_.get(), &pages_, &blocks_, va, kind, slot,
-                    fences_.stream(slot));
+  absl::StatusOr<std::unique_ptr<Arena>> arena = Arena::Create(
+      backend_.get(), &pages_, &blocks_, va, kind, slot, fences_.stream(slot));
   if (!arena.ok()) return arena.status();
   list.push_back(arena->get());
   arenas_.push_back(std::move(*arena));
@@ -341,7 +341,8 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
     for (PageId p : pages) pages_.ReturnIdle(p);
   };
   absl::Status status;
-  if (pages.size() < count && capturing_ == 0 && ShouldReclaimFirst(block, count)) {
+  if (pages.size() < count && capturing_ == 0 &&
+      ShouldReclaimFirst(block, count)) {
     status = fences_.PollAndFence();
     if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
   }
@@ -371,7 +372,8 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
         "been reclaimed%s",
         count - pages.size(), FormatBytes(page_size_),
         capturing_ > 0 ? " (except during CUDA graph capture, when nothing "
-                         "is unmapped)" : ""));
+                         "is unmapped)"
+                       : ""));
   }
   runs_.clear();
   if (status.ok()) {
@@ -384,7 +386,8 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   }
   NotePagesMapped(block->arena->kind(), int64_t(count));
   for (const auto& [addr, bytes] : runs_) {
-    trace_.Record(TraceAction::kSegmentMap, addr, bytes, block->arena->stream());
+    trace_.Record(TraceAction::kSegmentMap, addr, bytes,
+                  block->arena->stream());
   }
   return absl::OkStatus();
 }
@@ -470,7 +473,8 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == live_.end()) {
     return absl::InvalidArgumentError(
-        "record_stream: " + DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
+        "record_stream: " +
+        DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
   Block* block = it->second;
   if (stream == block->arena->stream()) return absl::OkStatus();
@@ -509,7 +513,8 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
 
 absl::Status DeviceAllocator::EmptyCache() {
   MutexLock lock(&mu_);
-  if (capturing_ > 0) return absl::OkStatus();  // PyTorch's rule: not in capture
+  if (capturing_ > 0)
+    return absl::OkStatus();  // PyTorch's rule: not in capture
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   std::vector<PageId> pages;
@@ -534,8 +539,8 @@ absl::Status DeviceAllocator::SetMemoryLimit(size_t bytes) {
 
 absl::Status DeviceAllocator::SetMemoryFraction(double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "memory fraction %g is outside (0, 1]", fraction));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("memory fraction %g is outside (0, 1]", fraction));
   }
   MutexLock lock(&mu_);
   limit_fraction_ = fraction;
@@ -608,8 +613,7 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
         addr, device_, b->addr, FormatBytes(b->requested));
   }
   return absl::StrFormat(
-      "pointer 0x%x was not allocated by fragfree on device %d", addr,
-      device_);
+      "pointer 0x%x was not allocated by fragfree on device %d", addr, device_);
 }
 
 void DeviceAllocator::UpdateGaugesLocked() {
@@ -704,7 +708,8 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
     v.pool_id[1] = pool ? pool->id.second : 0;
     v.mapped_pages = arena->mapped_pages();
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      v.blocks.push_back({b->addr, b->size, b->requested, b->state, b->alloc_seq});
+      v.blocks.push_back(
+          {b->addr, b->size, b->requested, b->state, b->alloc_seq});
     }
     for (size_t p = 0; p < arena->mapped_end(); ++p) {
       v.page_mapped.push_back(arena->IsPageMapped(p));
@@ -740,8 +745,8 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         }
       } else {
         if (!arena->IsFullyMapped(b)) {
-          return fail(absl::StrFormat("live block 0x%x is not fully mapped",
-                                      b->addr));
+          return fail(
+              absl::StrFormat("live block 0x%x is not fully mapped", b->addr));
         }
         active += int64_t(b->size);
         if (b->state == BlockState::kAllocated) {

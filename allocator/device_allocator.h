@@ -1,18 +1,22 @@
-// DeviceAllocator: fragfree's engine for one device, and the composition root of
-// the layers below (backend, page pool, arenas, free index, stream fences, stats).
+// DeviceAllocator: fragfree's engine for one device, and the composition root
+// of the layers below (backend, page pool, arenas, free index, stream fences,
+// stats).
 //
 // Policy (docs/design.md has the Notes):
-//  - Each (stream, small|large) pair allocates in its own Arena (VA range); blocks
-//    are best fit with coalescing, and a block freed on a stream is reusable at once
-//    by that stream (stream order protects it).
-//  - Physical pages are one pool per device shared by all arenas. A request whose
-//    block lies over unmapped pages takes idle pages, then whole free pages from
-//    cached holes whose last use is known complete (reclaim, no waiting), then new
-//    pages while the memory limit allows, and finally, under pressure, waits for
-//    in-flight work and reclaims every whole free page. So an allocation fails only
-//    when live blocks plus partial edge pages fill the limit: never because free
-//    memory is scattered.
-//  - record_stream'd blocks are freed only after events on those streams complete.
+//  - Each (stream, small|large) pair allocates in its own Arena (VA range);
+//  blocks
+//    are best fit with coalescing, and a block freed on a stream is reusable at
+//    once by that stream (stream order protects it).
+//  - Physical pages are one pool per device shared by all arenas. A request
+//  whose
+//    block lies over unmapped pages takes idle pages, then whole free pages
+//    from cached holes whose last use is known complete (reclaim, no waiting),
+//    then new pages while the memory limit allows, and finally, under pressure,
+//    waits for in-flight work and reclaims every whole free page. So an
+//    allocation fails only when live blocks plus partial edge pages fill the
+//    limit: never because free memory is scattered.
+//  - record_stream'd blocks are freed only after events on those streams
+//  complete.
 //
 // Thread-safety: every public method takes mu_; the object may be used from any
 // thread. Nothing calls out of the allocator (handlers, observers) under mu_.
@@ -75,20 +79,22 @@ class DeviceAllocator {
   // issued on it, and never touches the handle again. Its arenas' memory stays
   // usable; a new stream that reuses the handle value starts afresh.
   absl::Status RetireStream(StreamHandle stream) ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for pending work, unmaps every whole free page and releases idle pages
-  // to the device.
+  // Waits for pending work, unmaps every whole free page and releases idle
+  // pages to the device.
   absl::Status EmptyCache() ABSL_LOCKS_EXCLUDED(mu_);
   // Caps fragfree's physical memory for the device: bytes (0 = no byte cap) and
-  // a fraction of device memory. Pages above a lowered cap are reclaimed lazily.
+  // a fraction of device memory. Pages above a lowered cap are reclaimed
+  // lazily.
   absl::Status SetMemoryLimit(size_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SetMemoryFraction(double fraction) ABSL_LOCKS_EXCLUDED(mu_);
   size_t memory_limit() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // CUDA graph pools (PyTorch's beginAllocateToPool / endAllocateToPool /
-  // releasePool). Between Begin and End, allocations on streams the filter accepts
-  // come from the pool's own arenas, and no event is queried, no fence waited on
-  // and no page unmapped anywhere (capture forbids it). A pool's pages stay with
-  // it, even when its blocks are freed, until ReleasePool: a graph may replay.
+  // releasePool). Between Begin and End, allocations on streams the filter
+  // accepts come from the pool's own arenas, and no event is queried, no fence
+  // waited on and no page unmapped anywhere (capture forbids it). A pool's
+  // pages stay with it, even when its blocks are freed, until ReleasePool: a
+  // graph may replay.
   absl::Status BeginAllocateToPool(PoolId id,
                                    std::function<bool(StreamHandle)> filter)
       ABSL_LOCKS_EXCLUDED(mu_);

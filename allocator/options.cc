@@ -110,7 +110,8 @@ absl::Status ParseDivisions(const std::vector<std::string>& t, size_t& i,
       absl::StatusOr<uint64_t> mb = ParseUint(key, t[i]);
       if (!mb.ok()) return mb.status();
       if (*mb == 0 || !IsPowerOfTwo(*mb)) {
-        return BadValue(key, t[i], "interval boundaries that are powers of two");
+        return BadValue(key, t[i],
+                        "interval boundaries that are powers of two");
       }
       size_t index = std::min<size_t>(Log2Floor(*mb), 15);
       if (first) {
@@ -159,14 +160,20 @@ absl::Status ParseBuckets(const std::vector<std::string>& t, size_t& i,
 }  // namespace
 
 const std::vector<std::string>& Options::KnownKeys() {
-  static const std::vector<std::string> keys = {
-      "backend",           "host_capacity_mb",
-      "host_granularity_kb", "per_process_memory_fraction",
-      "memory_limit_mb",   "roundup_power2_divisions",
-      "round_buckets",     "reclaim_before_grow", "grow_slack",
-      "va_factor",         "stats_at_exit",
-      "snapshot_path",     "oom_report_path",
-      "trace_entries"};
+  static const std::vector<std::string> keys = {"backend",
+                                                "host_capacity_mb",
+                                                "host_granularity_kb",
+                                                "per_process_memory_fraction",
+                                                "memory_limit_mb",
+                                                "roundup_power2_divisions",
+                                                "round_buckets",
+                                                "reclaim_before_grow",
+                                                "grow_slack",
+                                                "va_factor",
+                                                "stats_at_exit",
+                                                "snapshot_path",
+                                                "oom_report_path",
+                                                "trace_entries"};
   return keys;
 }
 
@@ -185,9 +192,9 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
     const std::string key = t[i];
     const auto& known = KnownKeys();
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "FRAGFREE_CONF: unknown key '%s'. Known keys: %s", key,
-          absl::StrJoin(known, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("FRAGFREE_CONF: unknown key '%s'. Known keys: %s",
+                          key, absl::StrJoin(known, ", ")));
     }
     if (i + 2 > t.size() || t[i + 1] != ":") {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -213,13 +220,18 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
     }
     absl::Status status;
     if (key == "backend") {
-      if (value == "cuda") o.backend = BackendKind::kCuda;
-      else if (value == "host") o.backend = BackendKind::kHost;
-      else if (value == "simulated") o.backend = BackendKind::kSimulated;
-      else status = BadValue(key, value, "cuda, host or simulated");
+      if (value == "cuda")
+        o.backend = BackendKind::kCuda;
+      else if (value == "host")
+        o.backend = BackendKind::kHost;
+      else if (value == "simulated")
+        o.backend = BackendKind::kSimulated;
+      else
+        status = BadValue(key, value, "cuda, host or simulated");
     } else if (key == "host_capacity_mb") {
       absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && *n == 0) n = BadValue(key, value, "a positive number of MiB");
+      if (n.ok() && *n == 0)
+        n = BadValue(key, value, "a positive number of MiB");
       if (n.ok()) o.host_capacity_bytes = *n * kMiB;
       status = n.status();
     } else if (key == "host_granularity_kb") {
@@ -280,7 +292,8 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
     if (!status.ok()) return status;
   }
   if (o.host_capacity_bytes % o.host_granularity_bytes != 0) {
-    o.host_capacity_bytes = AlignUp(o.host_capacity_bytes, o.host_granularity_bytes);
+    o.host_capacity_bytes =
+        AlignUp(o.host_capacity_bytes, o.host_granularity_bytes);
   }
   return o;
 }

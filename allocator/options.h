@@ -1,8 +1,8 @@
-// Options: every setting of fragfree, parsed once from FRAGFREE_CONF (same syntax
-// as PYTORCH_CUDA_ALLOC_CONF: `key:value,key:[k:v,...]`). Unknown keys and bad
-// values are errors that name the key. Every key is documented in docs/config.md
-// and the README; `KnownKeys()` lists them.
-// Thread-safety: a value type.
+// Options: every setting of fragfree, parsed once from FRAGFREE_CONF (same
+// syntax as PYTORCH_CUDA_ALLOC_CONF: `key:value,key:[k:v,...]`). Unknown keys
+// and bad values are errors that name the key. Every key is documented in
+// docs/config.md and the README; `KnownKeys()` lists them. Thread-safety: a
+// value type.
 #ifndef FRAGFREE_ALLOCATOR_OPTIONS_H_
 #define FRAGFREE_ALLOCATOR_OPTIONS_H_
 
@@ -22,7 +22,8 @@ struct Options {
   size_t host_capacity_bytes = size_t{1} << 30;  // host/simulated backends
   size_t host_granularity_bytes = size_t{2} << 20;
   double memory_fraction = 1.0;  // of the device's total memory
-  size_t memory_limit_bytes = 0;  // 0: no limit beyond the device (and fraction)
+  size_t memory_limit_bytes =
+      0;  // 0: no limit beyond the device (and fraction)
   RoundingConfig rounding;
   // When a request needs new pages, whether to first take whole free pages
   // (whose last use is known complete) from cached holes instead of creating

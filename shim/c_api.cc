@@ -1,7 +1,7 @@
-// The extern "C" bodies of fragfree.h: argument checks, the Status -> ff_status_t
-// firewall (no exception or Status crosses the C ABI), and dispatch to the
-// process Runtime's device allocators.
-// Thread-safety: every function is thread-safe (the Runtime and allocators lock).
+// The extern "C" bodies of fragfree.h: argument checks, the Status ->
+// ff_status_t firewall (no exception or Status crosses the C ABI), and dispatch
+// to the process Runtime's device allocators. Thread-safety: every function is
+// thread-safe (the Runtime and allocators lock).
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -16,7 +16,8 @@ using fragfree::Runtime;
 
 namespace {
 
-// Runs fn(allocator) for `device`, or for every existing device when device < 0.
+// Runs fn(allocator) for `device`, or for every existing device when device <
+// 0.
 template <typename Fn>
 ff_status_t ForDevices(int device, Fn&& fn) {
   Runtime& rt = Runtime::Get();
@@ -104,7 +105,8 @@ ff_status_t ff_free(void* ptr, int device) {
 
 ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream) {
   return ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
-    return d.RecordStream(ptr, reinterpret_cast<fragfree::StreamHandle>(stream));
+    return d.RecordStream(ptr,
+                          reinterpret_cast<fragfree::StreamHandle>(stream));
   });
 }
 
@@ -125,8 +127,8 @@ ff_status_t ff_set_memory_fraction(double fraction, int device) {
 }
 
 ff_status_t ff_set_memory_limit(size_t bytes, int device) {
-  return ForDevices(device,
-                    [&](DeviceAllocator& d) { return d.SetMemoryLimit(bytes); });
+  return ForDevices(
+      device, [&](DeviceAllocator& d) { return d.SetMemoryLimit(bytes); });
 }
 
 ff_status_t ff_get_stats(int device, ff_stats_t* out) {
@@ -141,32 +143,33 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
   fragfree::DeviceStats s =
       existing ? existing->GetStats() : fragfree::DeviceStats();
   uint32_t size = out->size;
-    memset(out, 0, sizeof(ff_stats_t));
-    out->size = size;
-    out->version = FF_STATS_VERSION;
-    auto copy = [](const fragfree::Stat& from, ff_stat_t& to) {
-      to = {from.current, from.peak, from.allocated, from.freed};
-    };
+  memset(out, 0, sizeof(ff_stats_t));
+  out->size = size;
+  out->version = FF_STATS_VERSION;
+  auto copy = [](const fragfree::Stat& from, ff_stat_t& to) {
+    to = {from.current, from.peak, from.allocated, from.freed};
+  };
 #define FF_COPY_ARRAY(name) \
   for (int p = 0; p < 3; ++p) copy(s.name.pool[p], out->name[p]);
-    FF_STAT_ARRAY_FIELDS(FF_COPY_ARRAY)
+  FF_STAT_ARRAY_FIELDS(FF_COPY_ARRAY)
 #undef FF_COPY_ARRAY
 #define FF_COPY_STAT(name) copy(s.name, out->name);
-    FF_STAT_FIELDS(FF_COPY_STAT)
+  FF_STAT_FIELDS(FF_COPY_STAT)
 #undef FF_COPY_STAT
 #define FF_COPY_COUNTER(name) out->name = s.name;
-    FF_COUNTER_FIELDS(FF_COPY_COUNTER)
-    FF_GAUGE_FIELDS(FF_COPY_COUNTER)
+  FF_COUNTER_FIELDS(FF_COPY_COUNTER)
+  FF_GAUGE_FIELDS(FF_COPY_COUNTER)
 #undef FF_COPY_COUNTER
-    fragfree::Fragmentation f = fragfree::ComputeFragmentation(s);
-    out->u_alloc = f.u_alloc;
-    out->u_active = f.u_active;
-    out->external_fragmentation = f.external;
+  fragfree::Fragmentation f = fragfree::ComputeFragmentation(s);
+  out->u_alloc = f.u_alloc;
+  out->u_active = f.u_active;
+  out->external_fragmentation = f.external;
   return FF_OK;
 }
 
 namespace {
-// Copies `text` into buf (NUL-terminated, truncated to len) and returns its length.
+// Copies `text` into buf (NUL-terminated, truncated to len) and returns its
+// length.
 size_t CopyOut(const std::string& text, char* buf, size_t len) {
   if (buf != nullptr && len > 0) {
     size_t n = std::min(len - 1, text.size());
@@ -182,16 +185,18 @@ size_t CopyOut(const std::string& text, char* buf, size_t len) {
 size_t ff_stats_json(int device, char* buf, size_t len) {
   if (device < 0) device = 0;
   DeviceAllocator* d = Runtime::Get().Existing(device);
-  return CopyOut(fragfree::StatsToJson(d ? d->GetStats() : fragfree::DeviceStats()),
-                 buf, len);
+  return CopyOut(
+      fragfree::StatsToJson(d ? d->GetStats() : fragfree::DeviceStats()), buf,
+      len);
 }
 
 size_t ff_snapshot_json(int device, char* buf, size_t len) {
   if (device < 0) device = 0;
   DeviceAllocator* d = Runtime::Get().Existing(device);
-  return CopyOut(d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace())
-                   : fragfree::SnapshotToJson(device, {}, {}),
-                 buf, len);
+  return CopyOut(
+      d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace())
+        : fragfree::SnapshotToJson(device, {}, {}),
+      buf, len);
 }
 
 ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
@@ -234,13 +239,20 @@ const char* ff_last_error(void) { return Runtime::LastError(); }
 
 const char* ff_status_name(ff_status_t status) {
   switch (status) {
-    case FF_OK: return "FF_OK";
-    case FF_ERR_INVALID_ARGUMENT: return "FF_ERR_INVALID_ARGUMENT";
-    case FF_ERR_OOM: return "FF_ERR_OOM";
-    case FF_ERR_NO_DEVICE: return "FF_ERR_NO_DEVICE";
-    case FF_ERR_STATE: return "FF_ERR_STATE";
-    case FF_ERR_BACKEND: return "FF_ERR_BACKEND";
-    case FF_ERR_INTERNAL: return "FF_ERR_INTERNAL";
+    case FF_OK:
+      return "FF_OK";
+    case FF_ERR_INVALID_ARGUMENT:
+      return "FF_ERR_INVALID_ARGUMENT";
+    case FF_ERR_OOM:
+      return "FF_ERR_OOM";
+    case FF_ERR_NO_DEVICE:
+      return "FF_ERR_NO_DEVICE";
+    case FF_ERR_STATE:
+      return "FF_ERR_STATE";
+    case FF_ERR_BACKEND:
+      return "FF_ERR_BACKEND";
+    case FF_ERR_INTERNAL:
+      return "FF_ERR_INTERNAL";
   }
   return "FF_ERR_UNKNOWN";
 }

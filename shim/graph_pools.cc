@@ -2,10 +2,10 @@
 // CUDAPluggableAllocator stores (reference/pytorch_allocator.md §1.2):
 //   void(int, MempoolId_t, std::function<bool(cudaStream_t)>)   begin
 //   void(int, MempoolId_t)                                       end, release
-// MempoolId_t is std::pair<unsigned long long, unsigned long long>. The names have C
-// linkage so Python can pass their addresses to set_begin_allocate_to_pool etc.
-// No exception crosses this edge: errors go to the error handler.
-// Thread-safety: as the C API.
+// MempoolId_t is std::pair<unsigned long long, unsigned long long>. The names
+// have C linkage so Python can pass their addresses to
+// set_begin_allocate_to_pool etc. No exception crosses this edge: errors go to
+// the error handler. Thread-safety: as the C API.
 #include <functional>
 #include <utility>
 

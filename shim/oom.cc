@@ -31,14 +31,14 @@ std::string ReportOom(DeviceAllocator& device, const Options& options) {
   if (!options.oom_report_path.empty()) {
     static std::atomic<int> count{0};
     mkdir(options.oom_report_path.c_str(), 0755);
-    std::string base = absl::StrFormat("%s/fragfree-oom-%d-%d",
-                                       options.oom_report_path, getpid(),
-                                       count.fetch_add(1));
+    std::string base =
+        absl::StrFormat("%s/fragfree-oom-%d-%d", options.oom_report_path,
+                        getpid(), count.fetch_add(1));
     bool ok = WriteFile(base + ".json", OomReportJson(context, diagnosis)) &&
               WriteFile(base + ".html", OomReportHtml(context, diagnosis));
-    text += ok ? absl::StrFormat("\nReport: %s.html (and .json)", base)
-               : absl::StrFormat("\n(could not write the report to %s.*)",
-                                 base);
+    text +=
+        ok ? absl::StrFormat("\nReport: %s.html (and .json)", base)
+           : absl::StrFormat("\n(could not write the report to %s.*)", base);
   }
   return text;
 }

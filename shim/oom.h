@@ -1,9 +1,10 @@
-// The OOM report at the C edge: when ff_malloc fails for lack of memory, build the
-// report from the device's state (obs/oom_report.h: facts, stats, memory map,
-// diagnosis and advice), return its text for the error message (stderr by
+// The OOM report at the C edge: when ff_malloc fails for lack of memory, build
+// the report from the device's state (obs/oom_report.h: facts, stats, memory
+// map, diagnosis and advice), return its text for the error message (stderr by
 // default; PyTorch's RuntimeError in pluggable mode), and, with the
 // oom_report_path option, write its JSON and HTML next to each other.
-// Thread-safety: called without the allocator's lock held; safe from any thread.
+// Thread-safety: called without the allocator's lock held; safe from any
+// thread.
 #ifndef FRAGFREE_SHIM_OOM_H_
 #define FRAGFREE_SHIM_OOM_H_
 
@@ -14,8 +15,9 @@
 
 namespace fragfree {
 
-// The report's text; writes <oom_report_path>/fragfree-oom-<pid>-<n>.{json,html}
-// when the option is set (and says so at the end of the text).
+// The report's text; writes
+// <oom_report_path>/fragfree-oom-<pid>-<n>.{json,html} when the option is set
+// (and says so at the end of the text).
 std::string ReportOom(DeviceAllocator& device, const Options& options);
 
 }  // namespace fragfree

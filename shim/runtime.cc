@@ -139,7 +139,8 @@ absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "fragfree: device %d does not exist: the %s backend emulates one "
           "device (0)",
-          device, options_.backend == BackendKind::kHost ? "host" : "simulated"));
+          device,
+          options_.backend == BackendKind::kHost ? "host" : "simulated"));
     }
     if (options_.backend == BackendKind::kHost) {
       absl::StatusOr<std::unique_ptr<HostBackend>> b = HostBackend::Create(

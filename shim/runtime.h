@@ -1,6 +1,6 @@
 // Runtime: fragfree's process-wide state, the only global in the library. It
-// owns one DeviceAllocator per device (created on first use with the backend the
-// options name), the options, the error handler and the shutdown flag.
+// owns one DeviceAllocator per device (created on first use with the backend
+// the options name), the options, the error handler and the shutdown flag.
 // Thread-safety: all methods are thread-safe; device allocators are created
 // under mu_, then used lock-free through an atomic pointer table.
 #ifndef FRAGFREE_SHIM_RUNTIME_H_

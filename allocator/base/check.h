@@ -1,7 +1,7 @@
-// Always-on invariant checks. A failed FF_CHECK means fragfree's own metadata is
-// corrupt: it prints file:line and the message without allocating, then aborts.
-// Recoverable errors (bad user input, OOM, driver errors) are absl::Status, never checks.
-// Thread-safety: safe from any thread.
+// Always-on invariant checks. A failed FF_CHECK means fragfree's own metadata
+// is corrupt: it prints file:line and the message without allocating, then
+// aborts. Recoverable errors (bad user input, OOM, driver errors) are
+// absl::Status, never checks. Thread-safety: safe from any thread.
 #ifndef FRAGFREE_ALLOCATOR_BASE_CHECK_H_
 #define FRAGFREE_ALLOCATOR_BASE_CHECK_H_
 

@@ -1,8 +1,8 @@
-// Mutex: the engine's lock. A std::mutex (one uncontended futex word) wrapped so
-// that clang's thread-safety analysis checks it like absl::Mutex (ABSL_GUARDED_BY,
-// ABSL_EXCLUSIVE_LOCKS_REQUIRED). absl::Mutex is not used on the hot path because
-// abseil builds with deadlock detection pay a graph lookup on every acquire.
-// Thread-safety: it is the synchronisation primitive.
+// Mutex: the engine's lock. A std::mutex (one uncontended futex word) wrapped
+// so that clang's thread-safety analysis checks it like absl::Mutex
+// (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED). absl::Mutex is not used on
+// the hot path because abseil builds with deadlock detection pay a graph lookup
+// on every acquire. Thread-safety: it is the synchronisation primitive.
 #ifndef FRAGFREE_ALLOCATOR_BASE_MUTEX_H_
 #define FRAGFREE_ALLOCATOR_BASE_MUTEX_H_
 

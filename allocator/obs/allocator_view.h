@@ -1,6 +1,6 @@
-// Read-only views of the allocator's state (arenas, blocks, mapped pages) that the
-// engine hands to reports and snapshots, so obs/ never touches live structures.
-// Thread-safety: value types.
+// Read-only views of the allocator's state (arenas, blocks, mapped pages) that
+// the engine hands to reports and snapshots, so obs/ never touches live
+// structures. Thread-safety: value types.
 #ifndef FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
 #define FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
 
@@ -26,11 +26,11 @@ struct ArenaView {
   size_t va_size;
   size_t page_size;
   StreamHandle stream;
-  bool small;               // serves requests <= 1 MiB
-  uint64_t pool_id[2];      // CUDA graph pool ({0,0}: the default pool)
+  bool small;           // serves requests <= 1 MiB
+  uint64_t pool_id[2];  // CUDA graph pool ({0,0}: the default pool)
   size_t mapped_pages;
-  std::vector<BlockView> blocks;   // tiling the VA
-  std::vector<bool> page_mapped;   // up to the last mapped page
+  std::vector<BlockView> blocks;  // tiling the VA
+  std::vector<bool> page_mapped;  // up to the last mapped page
 };
 
 }  // namespace fragfree

@@ -3,8 +3,8 @@
 // diagnosis over values the engine and the Python integration hand in; no
 // allocator access. It owns:
 //  - the facts (OomFacts, what the engine records: DeviceAllocator::
-//    last_oom()) and the optional inputs (live allocations with stacks, the four
-//    memory categories, techniques already on, a bucket advice);
+//    last_oom()) and the optional inputs (live allocations with stacks, the
+//    four memory categories, techniques already on, a bucket advice);
 //  - the diagnosis (DiagnoseOom): device picture, fragmentation verdict, memory
 //    alive across steps vs within a step, and the seed's decision tree;
 //  - three renderings: text (starts like PyTorch's OOM message), JSON, and a
@@ -45,7 +45,6 @@ struct OomFacts {
   size_t pages_needed = 0;
   std::string reason;
 };
-
 
 // A live allocation with what the integration recorded about it.
 struct LiveAllocation {

@@ -10,9 +10,12 @@ namespace {
 
 const char* StateName(BlockState s) {
   switch (s) {
-    case BlockState::kAllocated: return "active_allocated";
-    case BlockState::kPendingFree: return "active_pending_free";
-    case BlockState::kFree: return "inactive";
+    case BlockState::kAllocated:
+      return "active_allocated";
+    case BlockState::kPendingFree:
+      return "active_pending_free";
+    case BlockState::kFree:
+      return "inactive";
   }
   return "inactive";
 }

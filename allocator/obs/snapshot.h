@@ -1,9 +1,9 @@
 // Snapshot: the allocator's state in the shape of torch.cuda.memory._snapshot()
-// (reference/pytorch_allocator.md §2): one segment per contiguous mapped range (as
-// PyTorch does for expandable segments), blocks clipped to it so that they tile
-// it exactly, and device_traces with one list per device. Written as JSON here;
-// the Python side and fragfree-replay turn it into a pickle MemoryViz reads.
-// Thread-safety: pure functions over views.
+// (reference/pytorch_allocator.md §2): one segment per contiguous mapped range
+// (as PyTorch does for expandable segments), blocks clipped to it so that they
+// tile it exactly, and device_traces with one list per device. Written as JSON
+// here; the Python side and fragfree-replay turn it into a pickle MemoryViz
+// reads. Thread-safety: pure functions over views.
 #ifndef FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
 #define FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
 

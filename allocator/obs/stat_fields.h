@@ -1,7 +1,7 @@
 /* The field lists of fragfree's statistics, as X-macros, in plain C so that the
- * public C header (installed as <fragfree/stat_fields.h>) and the C++ engine are
- * generated from one list. Meanings: docs/stats.md.
- * Thread-safety: macros only. */
+ * public C header (installed as <fragfree/stat_fields.h>) and the C++ engine
+ * are generated from one list. Meanings: docs/stats.md. Thread-safety: macros
+ * only. */
 #ifndef FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_
 #define FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_
 
@@ -44,14 +44,14 @@
   X(invalid_frees)
 
 /* Figures computed from the allocator's state when stats are taken. */
-#define FF_GAUGE_FIELDS(X)  \
-  X(cached_free_bytes)      \
-  X(reclaimable_bytes)      \
-  X(largest_free_block)     \
-  X(total_free_va_mapped)   \
-  X(device_total_bytes)     \
-  X(device_free_bytes)      \
-  X(memory_limit_bytes)     \
+#define FF_GAUGE_FIELDS(X) \
+  X(cached_free_bytes)     \
+  X(reclaimable_bytes)     \
+  X(largest_free_block)    \
+  X(total_free_va_mapped)  \
+  X(device_total_bytes)    \
+  X(device_free_bytes)     \
+  X(memory_limit_bytes)    \
   X(page_size)
 
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -38,9 +38,9 @@ Fragmentation ComputeFragmentation(const DeviceStats& s) {
   }
   f.waste_bytes = reserved.peak - allocated.peak;
   if (s.cached_free_bytes > 0) {
-    f.external = 1.0 - double(std::min(s.largest_free_block,
-                                       s.cached_free_bytes)) /
-                           double(s.cached_free_bytes);
+    f.external =
+        1.0 - double(std::min(s.largest_free_block, s.cached_free_bytes)) /
+                  double(s.cached_free_bytes);
   }
   if (reserved.current > 0) {
     f.gap_now = 1.0 - double(allocated.current) / double(reserved.current);
@@ -60,15 +60,17 @@ void AppendStat(std::string* out, const std::string& key, const Stat& s) {
 
 std::string StatsToJson(const DeviceStats& s) {
   std::string out = "{";
-#define FF_JSON_ARRAY(name)                                               \
-  for (int p = 0; p < 3; ++p)                                             \
-    AppendStat(&out, absl::StrCat(#name, ".", kStatPoolNames[p]), s.name.pool[p]);
+#define FF_JSON_ARRAY(name)                                       \
+  for (int p = 0; p < 3; ++p)                                     \
+    AppendStat(&out, absl::StrCat(#name, ".", kStatPoolNames[p]), \
+               s.name.pool[p]);
   FF_STAT_ARRAY_FIELDS(FF_JSON_ARRAY)
 #undef FF_JSON_ARRAY
 #define FF_JSON_STAT(name) AppendStat(&out, #name, s.name);
   FF_STAT_FIELDS(FF_JSON_STAT)
 #undef FF_JSON_STAT
-#define FF_JSON_COUNTER(name) absl::StrAppendFormat(&out, "\"%s\":%d,", #name, s.name);
+#define FF_JSON_COUNTER(name) \
+  absl::StrAppendFormat(&out, "\"%s\":%d,", #name, s.name);
   FF_COUNTER_FIELDS(FF_JSON_COUNTER)
   FF_GAUGE_FIELDS(FF_JSON_COUNTER)
 #undef FF_JSON_COUNTER

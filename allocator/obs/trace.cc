@@ -8,12 +8,18 @@ namespace fragfree {
 
 const char* TraceActionName(TraceAction action) {
   switch (action) {
-    case TraceAction::kAlloc: return "alloc";
-    case TraceAction::kFreeRequested: return "free_requested";
-    case TraceAction::kFreeCompleted: return "free_completed";
-    case TraceAction::kSegmentMap: return "segment_map";
-    case TraceAction::kSegmentUnmap: return "segment_unmap";
-    case TraceAction::kOom: return "oom";
+    case TraceAction::kAlloc:
+      return "alloc";
+    case TraceAction::kFreeRequested:
+      return "free_requested";
+    case TraceAction::kFreeCompleted:
+      return "free_completed";
+    case TraceAction::kSegmentMap:
+      return "segment_map";
+    case TraceAction::kSegmentUnmap:
+      return "segment_unmap";
+    case TraceAction::kOom:
+      return "oom";
   }
   return "unknown";
 }
@@ -64,7 +70,9 @@ std::string TraceToJson(const std::vector<TraceEntry>& entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const TraceEntry& e = entries[i];
     absl::StrAppendFormat(
-        &out, "%s{\"action\":\"%s\",\"%s\":%d,\"size\":%d,\"stream\":%d,\"time_us\":%d,\"frames\":[]}",
+        &out,
+        "%s{\"action\":\"%s\",\"%s\":%d,\"size\":%d,\"stream\":%d,\"time_us\":%"
+        "d,\"frames\":[]}",
         i ? "," : "", TraceActionName(e.action),
         e.action == TraceAction::kOom ? "device_free" : "addr", e.addr, e.size,
         int64_t(e.stream), e.time_us);

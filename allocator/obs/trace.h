@@ -1,10 +1,10 @@
 // TraceRing: a bounded ring of allocator events (alloc, free_requested,
-// free_completed, segment_map, segment_unmap, oom), in the vocabulary of PyTorch's
-// memory snapshots so they can become `device_traces`. Off by default, and then a
-// single predictable branch per call; when on, a record is a timestamp and five
-// stores into preallocated memory. When full, the oldest entries are overwritten
-// (and counted as dropped).
-// Thread-safety: guarded by the owning DeviceAllocator's lock.
+// free_completed, segment_map, segment_unmap, oom), in the vocabulary of
+// PyTorch's memory snapshots so they can become `device_traces`. Off by
+// default, and then a single predictable branch per call; when on, a record is
+// a timestamp and five stores into preallocated memory. When full, the oldest
+// entries are overwritten (and counted as dropped). Thread-safety: guarded by
+// the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_OBS_TRACE_H_
 #define FRAGFREE_ALLOCATOR_OBS_TRACE_H_
 

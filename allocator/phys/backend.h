@@ -1,20 +1,27 @@
-// PhysicalBackend: the seam between fragfree's policy and the memory it manages.
+// PhysicalBackend: the seam between fragfree's policy and the memory it
+// manages.
 //
 // Contract (every implementation):
-//  - Addresses and sizes passed in are multiples of Granularity() and sizes are > 0.
-//  - ReserveVa hands out address space only; nothing there is accessible until a
+//  - Addresses and sizes passed in are multiples of Granularity() and sizes are
+//  > 0.
+//  - ReserveVa hands out address space only; nothing there is accessible until
+//  a
 //    handle is mapped with Map and made accessible with SetAccess.
-//  - A handle is one piece of physical memory of the size it was created with. It can
-//    be mapped at one VA range at a time here, unmapped, and mapped again elsewhere;
-//    its contents survive remapping.
-//  - Create fails with ResourceExhausted when physical memory is exhausted (the OOM
-//    path: the caller reclaims and retries); every other failure is an error status.
-//  - Nothing here synchronises with the GPU: the caller unmaps only memory whose last
+//  - A handle is one piece of physical memory of the size it was created with.
+//  It can
+//    be mapped at one VA range at a time here, unmapped, and mapped again
+//    elsewhere; its contents survive remapping.
+//  - Create fails with ResourceExhausted when physical memory is exhausted (the
+//  OOM
+//    path: the caller reclaims and retries); every other failure is an error
+//    status.
+//  - Nothing here synchronises with the GPU: the caller unmaps only memory
+//  whose last
 //    use has completed.
 // Implementations: CudaVmmBackend (driver VMM), HostBackend (memfd + mmap),
-// SimulatedBackend (bookkeeping only, for replay), FaultInjectingBackend (decorator).
-// Thread-safety: implementations are not thread-safe; the owning DeviceAllocator
-// serialises calls under its lock.
+// SimulatedBackend (bookkeeping only, for replay), FaultInjectingBackend
+// (decorator). Thread-safety: implementations are not thread-safe; the owning
+// DeviceAllocator serialises calls under its lock.
 #ifndef FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
 
@@ -27,7 +34,8 @@
 
 namespace fragfree {
 
-// Opaque identity of one physical allocation; its meaning belongs to the backend.
+// Opaque identity of one physical allocation; its meaning belongs to the
+// backend.
 struct PhysHandle {
   uint64_t value = 0;
 };

@@ -18,8 +18,8 @@ absl::StatusOr<CudaDriver> Load() {
         "FRAGFREE_CONF=backend:host on machines without a GPU.",
         dlerror()));
   }
-  auto get_proc = reinterpret_cast<GetProcAddressFn>(
-      dlsym(lib, "cuGetProcAddress_v2"));
+  auto get_proc =
+      reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     return absl::UnavailableError(
         "fragfree: the CUDA driver is too old (no cuGetProcAddress_v2; CUDA "
@@ -28,9 +28,9 @@ absl::StatusOr<CudaDriver> Load() {
   CudaDriver driver;
   CUdriverProcAddressQueryResult found;
 #define FF_RESOLVE(name)                                                     \
-  if (get_proc(#name, reinterpret_cast<void**>(&driver.name), CUDA_VERSION, \
-               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||      \
-      driver.name == nullptr) {                                             \
+  if (get_proc(#name, reinterpret_cast<void**>(&driver.name), CUDA_VERSION,  \
+               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||       \
+      driver.name == nullptr) {                                              \
     return absl::UnavailableError("fragfree: the CUDA driver lacks " #name); \
   }
   FF_CUDA_DRIVER_FUNCTIONS(FF_RESOLVE)

@@ -1,9 +1,10 @@
-// CudaDriver: the CUDA driver entry points fragfree uses, opened at run time with
-// dlopen("libcuda.so.1") and resolved with cuGetProcAddress, so that libfragfree.so
-// loads (and the host backend works) on machines without a driver, and so that no
-// link-time dependency on libcuda exists. FF_CU_RETURN_IF_ERROR turns a CUresult
-// into an absl::Status naming the call, the file:line and cuGetErrorName's text.
-// Thread-safety: Get() initialises once (thread-safe); the table is read-only after.
+// CudaDriver: the CUDA driver entry points fragfree uses, opened at run time
+// with dlopen("libcuda.so.1") and resolved with cuGetProcAddress, so that
+// libfragfree.so loads (and the host backend works) on machines without a
+// driver, and so that no link-time dependency on libcuda exists.
+// FF_CU_RETURN_IF_ERROR turns a CUresult into an absl::Status naming the call,
+// the file:line and cuGetErrorName's text. Thread-safety: Get() initialises
+// once (thread-safe); the table is read-only after.
 #ifndef FRAGFREE_ALLOCATOR_PHYS_CUDA_DRIVER_H_
 #define FRAGFREE_ALLOCATOR_PHYS_CUDA_DRIVER_H_
 
@@ -14,48 +15,48 @@
 
 namespace fragfree {
 
-#define FF_CUDA_DRIVER_FUNCTIONS(X)                                          \
-  X(cuInit)                                                                  \
-  X(cuGetErrorName)                                                          \
-  X(cuGetErrorString)                                                        \
-  X(cuDeviceGet)                                                             \
-  X(cuDeviceGetCount)                                                        \
-  X(cuDeviceGetAttribute)                                                    \
-  X(cuDeviceTotalMem)                                                        \
-  X(cuDeviceCanAccessPeer)                                                   \
-  X(cuDevicePrimaryCtxRetain)                                                \
-  X(cuCtxGetCurrent)                                                         \
-  X(cuCtxSetCurrent)                                                         \
-  X(cuCtxGetDevice)                                                          \
-  X(cuMemGetInfo)                                                            \
-  X(cuMemAddressReserve)                                                     \
-  X(cuMemAddressFree)                                                        \
-  X(cuMemCreate)                                                             \
-  X(cuMemRelease)                                                            \
-  X(cuMemMap)                                                                \
-  X(cuMemUnmap)                                                              \
-  X(cuMemSetAccess)                                                          \
-  X(cuMemGetAllocationGranularity)                                           \
-  X(cuEventCreate)                                                           \
-  X(cuEventDestroy)                                                          \
-  X(cuEventRecord)                                                           \
-  X(cuEventQuery)                                                            \
-  X(cuEventSynchronize)                                                      \
-  X(cuStreamGetCaptureInfo)                                                  \
-  X(cuStreamSynchronize)                                                     \
-  X(cuStreamCreate)                                                          \
-  X(cuStreamDestroy)                                                         \
-  X(cuMemcpyHtoD)                                                            \
-  X(cuMemcpyDtoH)                                                            \
-  X(cuMemsetD8Async)                                                         \
-  /* pinned host memory (allocator/host/cuda_host.cc) */                    \
-  X(cuMemHostAlloc)                                                          \
-  X(cuMemFreeHost)                                                           \
-  X(cuMemHostRegister)                                                       \
-  X(cuMemHostUnregister)                                                     \
-  X(cuStreamGetCtx)                                                          \
-  X(cuCtxSynchronize)                                                        \
-  X(cuMemAlloc)                                                              \
+#define FF_CUDA_DRIVER_FUNCTIONS(X)                      \
+  X(cuInit)                                              \
+  X(cuGetErrorName)                                      \
+  X(cuGetErrorString)                                    \
+  X(cuDeviceGet)                                         \
+  X(cuDeviceGetCount)                                    \
+  X(cuDeviceGetAttribute)                                \
+  X(cuDeviceTotalMem)                                    \
+  X(cuDeviceCanAccessPeer)                               \
+  X(cuDevicePrimaryCtxRetain)                            \
+  X(cuCtxGetCurrent)                                     \
+  X(cuCtxSetCurrent)                                     \
+  X(cuCtxGetDevice)                                      \
+  X(cuMemGetInfo)                                        \
+  X(cuMemAddressReserve)                                 \
+  X(cuMemAddressFree)                                    \
+  X(cuMemCreate)                                         \
+  X(cuMemRelease)                                        \
+  X(cuMemMap)                                            \
+  X(cuMemUnmap)                                          \
+  X(cuMemSetAccess)                                      \
+  X(cuMemGetAllocationGranularity)                       \
+  X(cuEventCreate)                                       \
+  X(cuEventDestroy)                                      \
+  X(cuEventRecord)                                       \
+  X(cuEventQuery)                                        \
+  X(cuEventSynchronize)                                  \
+  X(cuStreamGetCaptureInfo)                              \
+  X(cuStreamSynchronize)                                 \
+  X(cuStreamCreate)                                      \
+  X(cuStreamDestroy)                                     \
+  X(cuMemcpyHtoD)                                        \
+  X(cuMemcpyDtoH)                                        \
+  X(cuMemsetD8Async)                                     \
+  /* pinned host memory (allocator/host/cuda_host.cc) */ \
+  X(cuMemHostAlloc)                                      \
+  X(cuMemFreeHost)                                       \
+  X(cuMemHostRegister)                                   \
+  X(cuMemHostUnregister)                                 \
+  X(cuStreamGetCtx)                                      \
+  X(cuCtxSynchronize)                                    \
+  X(cuMemAlloc)                                          \
   X(cuMemFree)
 
 struct CudaDriver {
@@ -68,18 +69,19 @@ struct CudaDriver {
   static absl::StatusOr<const CudaDriver*> Get();
 
   // "cuMemMap failed at file.cc:12: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
-  // CUDA_ERROR_OUT_OF_MEMORY becomes ResourceExhausted, everything else Internal.
+  // CUDA_ERROR_OUT_OF_MEMORY becomes ResourceExhausted, everything else
+  // Internal.
   absl::Status ToStatus(CUresult result, const char* call, const char* file,
                         int line) const;
 };
 
 }  // namespace fragfree
 
-#define FF_CU_RETURN_IF_ERROR(driver, call)                                 \
-  do {                                                                      \
-    CUresult ff_cu_result_ = (driver).call;                                 \
-    if (ff_cu_result_ != CUDA_SUCCESS)                                      \
-      return (driver).ToStatus(ff_cu_result_, #call, __FILE__, __LINE__);   \
+#define FF_CU_RETURN_IF_ERROR(driver, call)                               \
+  do {                                                                    \
+    CUresult ff_cu_result_ = (driver).call;                               \
+    if (ff_cu_result_ != CUDA_SUCCESS)                                    \
+      return (driver).ToStatus(ff_cu_result_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #endif  // FRAGFREE_ALLOCATOR_PHYS_CUDA_DRIVER_H_

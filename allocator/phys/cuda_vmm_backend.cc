@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(
   FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, device));
   int vmm = 0;
   FF_CU_RETURN_IF_ERROR(
-      cu, cuDeviceGetAttribute(
-              &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-              dev));
+      cu,
+      cuDeviceGetAttribute(
+          &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
   if (!vmm) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "fragfree: device %d does not support CUDA virtual memory management",
@@ -156,8 +156,7 @@ absl::Status CudaVmmBackend::Release(PhysHandle handle) {
   return absl::OkStatus();
 }
 
-absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size,
-                                 PhysHandle handle) {
+absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
   ScopedContext context(*this);
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(

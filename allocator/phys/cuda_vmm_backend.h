@@ -1,8 +1,8 @@
-// CudaVmmBackend: physical memory of one GPU through the driver's virtual memory
-// management API: cuMemAddressReserve / cuMemCreate (pinned device memory) /
-// cuMemMap / cuMemSetAccess (for the device and every peer that can access it) /
-// cuMemUnmap / cuMemRelease. Each call runs with the device's primary context
-// current (the one the CUDA runtime and PyTorch use).
+// CudaVmmBackend: physical memory of one GPU through the driver's virtual
+// memory management API: cuMemAddressReserve / cuMemCreate (pinned device
+// memory) / cuMemMap / cuMemSetAccess (for the device and every peer that can
+// access it) / cuMemUnmap / cuMemRelease. Each call runs with the device's
+// primary context current (the one the CUDA runtime and PyTorch use).
 // Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_

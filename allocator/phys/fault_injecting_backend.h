@@ -1,7 +1,7 @@
-// FaultInjectingBackend: wraps any backend and makes chosen calls fail, so tests
-// (and chaos runs) reach every error path: "fail the 3rd Map", "fail every Create
-// with OOM", "fail SetAccess from now on". Calls are counted per operation.
-// Thread-safety: not thread-safe (see backend.h).
+// FaultInjectingBackend: wraps any backend and makes chosen calls fail, so
+// tests (and chaos runs) reach every error path: "fail the 3rd Map", "fail
+// every Create with OOM", "fail SetAccess from now on". Calls are counted per
+// operation. Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_FAULT_INJECTING_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_FAULT_INJECTING_BACKEND_H_
 
@@ -12,7 +12,16 @@
 
 namespace fragfree {
 
-enum class BackendOp { kReserveVa, kReleaseVa, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
+enum class BackendOp {
+  kReserveVa,
+  kReleaseVa,
+  kCreate,
+  kRelease,
+  kMap,
+  kUnmap,
+  kSetAccess,
+  kCount
+};
 
 class FaultInjectingBackend final : public PhysicalBackend {
  public:

@@ -139,14 +139,15 @@ absl::StatusOr<PhysHandle> HostBackend::Create(size_t size) {
 absl::Status HostBackend::Release(PhysHandle handle) {
   auto it = handles_.find(handle.value);
   if (it == handles_.end()) {
-    return absl::InvalidArgumentError("host backend: Release of unknown handle");
+    return absl::InvalidArgumentError(
+        "host backend: Release of unknown handle");
   }
   if (it->second.mapped_at != 0) {
     return absl::FailedPreconditionError(
         "host backend: Release of a handle that is still mapped");
   }
-  // Give the pages back to the OS and zero them, as a fresh cuMemCreate would not
-  // promise to, but without keeping stale data around.
+  // Give the pages back to the OS and zero them, as a fresh cuMemCreate would
+  // not promise to, but without keeping stale data around.
   fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
             off_t(it->second.offset), off_t(it->second.size));
   for (size_t i = 0; i < it->second.size / granularity_; ++i) {
@@ -203,9 +204,9 @@ absl::Status HostBackend::Unmap(uintptr_t va, size_t size) {
         "host backend: Unmap(0x%x, %d) covers memory that is not mapped", va,
         size));
   }
-  void* at = mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
-                  0);
+  void* at =
+      mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (at == MAP_FAILED) return ErrnoStatus("mmap(PROT_NONE) to unmap");
   for (auto& e : to_erase) {
     handles_[e->second].mapped_at = 0;
@@ -216,7 +217,8 @@ absl::Status HostBackend::Unmap(uintptr_t va, size_t size) {
 
 absl::Status HostBackend::SetAccess(uintptr_t va, size_t size) {
   if (absl::Status s = CheckAligned("SetAccess", va, size); !s.ok()) return s;
-  if (mprotect(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE) != 0) {
+  if (mprotect(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE) !=
+      0) {
     return ErrnoStatus("mprotect");
   }
   return absl::OkStatus();

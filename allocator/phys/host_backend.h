@@ -1,11 +1,11 @@
-// HostBackend: the VMM calls emulated on the host, so the whole policy runs (and is
-// tested) on machines without a GPU. Physical memory is one memfd of `capacity`
-// bytes carved into granules; VA is reserved with mmap(PROT_NONE); Map places the
-// memfd's pages at a VA with MAP_FIXED|MAP_SHARED, so data written through one
-// mapping is still there after the handle is unmapped and mapped elsewhere.
-// Like the driver, memory is inaccessible after Map until SetAccess.
-// Misuse the driver would reject (mapping over a mapping, unmapping what is not
-// mapped, releasing a mapped handle) is an error status here too.
+// HostBackend: the VMM calls emulated on the host, so the whole policy runs
+// (and is tested) on machines without a GPU. Physical memory is one memfd of
+// `capacity` bytes carved into granules; VA is reserved with mmap(PROT_NONE);
+// Map places the memfd's pages at a VA with MAP_FIXED|MAP_SHARED, so data
+// written through one mapping is still there after the handle is unmapped and
+// mapped elsewhere. Like the driver, memory is inaccessible after Map until
+// SetAccess. Misuse the driver would reject (mapping over a mapping, unmapping
+// what is not mapped, releasing a mapped handle) is an error status here too.
 // Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
@@ -22,8 +22,8 @@ class HostBackend final : public PhysicalBackend {
  public:
   // REQUIRES: granularity is a power-of-two multiple of the OS page size and
   // capacity a multiple of granularity.
-  static absl::StatusOr<std::unique_ptr<HostBackend>> Create(size_t capacity,
-                                                             size_t granularity);
+  static absl::StatusOr<std::unique_ptr<HostBackend>> Create(
+      size_t capacity, size_t granularity);
   ~HostBackend() override;
 
   std::string Name() const override { return "host"; }

@@ -1,9 +1,9 @@
-// SimulatedBackend: physical memory as numbers only. Addresses are never backed,
-// so nothing may dereference them; every call is a few arithmetic operations.
-// Used by fragfree-replay (millions of events, binary searches over capacity) and
-// by benchmarks that measure the policy without the OS's mmap cost.
-// It enforces the same contract as the real backends (alignment, capacity).
-// Thread-safety: not thread-safe (see backend.h).
+// SimulatedBackend: physical memory as numbers only. Addresses are never
+// backed, so nothing may dereference them; every call is a few arithmetic
+// operations. Used by fragfree-replay (millions of events, binary searches over
+// capacity) and by benchmarks that measure the policy without the OS's mmap
+// cost. It enforces the same contract as the real backends (alignment,
+// capacity). Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_SIMULATED_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_SIMULATED_BACKEND_H_
 

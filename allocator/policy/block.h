@@ -29,8 +29,8 @@ struct Block {
   Block* bin_prev = nullptr;
   Block* bin_next = nullptr;
   Arena* arena = nullptr;
-  // The owning stream's fence epoch when the block became free: its pages may be
-  // unmapped once that epoch's fence has completed (stream/stream_fences.h).
+  // The owning stream's fence epoch when the block became free: its pages may
+  // be unmapped once that epoch's fence has completed (stream/stream_fences.h).
   uint64_t free_epoch = 0;
   // Extra streams that used the block (record_stream) while allocated; empty
   // for nearly every block, so kept out of line.

@@ -2,8 +2,8 @@
 // Two-level segregated bins (TLSF): sizes below 16 KiB have one bin per 512 B;
 // above, each power of two is split into 32 bins (a bin spans at most 3% of its
 // sizes). FindFit scans the request's own bin for the best fit (smallest, then
-// lowest address) and otherwise takes the best of the first few blocks of the next
-// non-empty bin, found with a two-level bitmap. See Note [Free index] in
+// lowest address) and otherwise takes the best of the first few blocks of the
+// next non-empty bin, found with a two-level bitmap. See Note [Free index] in
 // docs/design.md.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_FREE_INDEX_H_
@@ -27,9 +27,9 @@ class FreeIndex {
   // A free block of at least `size` bytes, or nullptr. Does not remove it.
   Block* FindFit(size_t size) const;
 
-  // The smallest-size block of at least `size` bytes for which pred(block) holds,
-  // looking at no more than `max_scan` blocks, bins in ascending order (the first
-  // bin with a match decides); nullptr if none was found.
+  // The smallest-size block of at least `size` bytes for which pred(block)
+  // holds, looking at no more than `max_scan` blocks, bins in ascending order
+  // (the first bin with a match decides); nullptr if none was found.
   template <typename Pred>
   Block* FindFitIf(size_t size, Pred&& pred, int max_scan) const;
 

@@ -49,7 +49,8 @@ absl::StatusOr<EventId> CudaEventSource::Record(StreamHandle stream) {
     FF_CU_RETURN_IF_ERROR(*driver_,
                           cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
   }
-  CUresult r = driver_->cuEventRecord(event, reinterpret_cast<CUstream>(stream));
+  CUresult r =
+      driver_->cuEventRecord(event, reinterpret_cast<CUstream>(stream));
   if (r != CUDA_SUCCESS) {
     idle_.push_back(event);
     return driver_->ToStatus(r, "cuEventRecord", __FILE__, __LINE__);

@@ -1,8 +1,8 @@
 // Event sources for the host backend, where no device work exists.
 // HostEventSource: every event is complete as soon as it is recorded.
-// ManualEventSource: events complete only when the test calls Complete/CompleteAll
-// (or when the allocator Synchronizes on one), so tests can hold a stream's work
-// "in flight" and check that fragfree waits for it.
+// ManualEventSource: events complete only when the test calls
+// Complete/CompleteAll (or when the allocator Synchronizes on one), so tests
+// can hold a stream's work "in flight" and check that fragfree waits for it.
 // Thread-safety: called under the DeviceAllocator's lock; ManualEventSource's
 // test-facing methods take their own mutex.
 #ifndef FRAGFREE_ALLOCATOR_STREAM_HOST_EVENT_SOURCE_H_

@@ -1,10 +1,10 @@
-// StreamFences: when may memory freed on a stream be unmapped or handed to other
-// streams? Each stream has an epoch counter. A free is stamped with the stream's
-// current epoch (an integer read: no CUDA call on the hot path). A fence is an
-// event recorded on the stream; it covers every epoch up to its own, and once it
-// completes those frees' last uses are known to be done. Fences are recorded only
-// on slow paths (reclaim, empty_cache), and waited on only under memory pressure.
-// See Note [Lazy fences] in docs/design.md.
+// StreamFences: when may memory freed on a stream be unmapped or handed to
+// other streams? Each stream has an epoch counter. A free is stamped with the
+// stream's current epoch (an integer read: no CUDA call on the hot path). A
+// fence is an event recorded on the stream; it covers every epoch up to its
+// own, and once it completes those frees' last uses are known to be done.
+// Fences are recorded only on slow paths (reclaim, empty_cache), and waited on
+// only under memory pressure. See Note [Lazy fences] in docs/design.md.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_
 #define FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_

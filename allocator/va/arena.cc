@@ -9,14 +9,13 @@
 namespace fragfree {
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(
-    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-    size_t va_size, ArenaKind kind, uint32_t stream_slot,
-    StreamHandle stream) {
+    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks, size_t va_size,
+    ArenaKind kind, uint32_t stream_slot, StreamHandle stream) {
   va_size = AlignUp(va_size, backend->Granularity());
   absl::StatusOr<uintptr_t> base = backend->ReserveVa(va_size);
   if (!base.ok()) return base.status();
-  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, *base,
-                                          va_size, kind, stream_slot, stream));
+  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, *base, va_size,
+                                          kind, stream_slot, stream));
 }
 
 Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
@@ -144,7 +143,8 @@ absl::Status Arena::MapPages(const Block* block,
     return status;
   }
   mapped_pages_ += mapped_now.size();
-  for (size_t p : mapped_now) AddToRuns(runs, base_ + p * page_size_, page_size_);
+  for (size_t p : mapped_now)
+    AddToRuns(runs, base_ + p * page_size_, page_size_);
   if (!mapped_now.empty()) {
     mapped_end_ = std::max(mapped_end_, mapped_now.back() + 1);
   }

@@ -1,13 +1,14 @@
 // Arena: one reserved VA range that serves one stream's allocations of one kind
 // (small: <= 1 MiB requests, large: the rest). Blocks tile the whole range in
 // address order; free blocks sit in a FreeIndex and are coalesced with free
-// neighbours. Underneath, the range is a row of pages (the backend's granularity),
-// each unmapped or backed by a PagePool page. The arena maps pages only where an
-// allocated block needs them and unmaps only whole pages lying inside free blocks,
-// on request (reclaim). See Note [Pages under blocks] in docs/design.md.
-// Invariants: blocks tile [base, base+size) with no gap or overlap; no two free
-// blocks are adjacent; every page under an allocated or pending block is mapped.
-// Thread-safety: guarded by the owning DeviceAllocator's lock.
+// neighbours. Underneath, the range is a row of pages (the backend's
+// granularity), each unmapped or backed by a PagePool page. The arena maps
+// pages only where an allocated block needs them and unmaps only whole pages
+// lying inside free blocks, on request (reclaim). See Note [Pages under blocks]
+// in docs/design.md. Invariants: blocks tile [base, base+size) with no gap or
+// overlap; no two free blocks are adjacent; every page under an allocated or
+// pending block is mapped. Thread-safety: guarded by the owning
+// DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
@@ -43,13 +44,14 @@ class Arena {
   Block* Allocate(size_t size, size_t requested);
   // Number of pages under `block` that are not mapped.
   size_t UnmappedPages(const Block* block) const;
-  // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool) under
-  // the block and makes them accessible. All or nothing: on error, the pages this
-  // call mapped are unmapped again and every page stays the caller's.
-  // When `runs` is given, the VA ranges newly mapped are appended to it.
-  absl::Status MapPages(const Block* block, const std::vector<PageId>& pages,
-                        std::vector<std::pair<uintptr_t, size_t>>* runs =
-                            nullptr);
+  // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool)
+  // under the block and makes them accessible. All or nothing: on error, the
+  // pages this call mapped are unmapped again and every page stays the
+  // caller's. When `runs` is given, the VA ranges newly mapped are appended to
+  // it.
+  absl::Status MapPages(
+      const Block* block, const std::vector<PageId>& pages,
+      std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
   // epoch now (stream/stream_fences.h).

@@ -1,9 +1,9 @@
-// PagePool: the physical pages (one backend handle each, Granularity() bytes) of
-// one device, shared by every stream and arena of that device. A page is either
-// mapped somewhere (owned by an arena) or idle here, ready to be mapped without a
-// cuMemCreate. The pool enforces the device's memory limit: it never holds more
-// than limit_bytes of handles.
-// Thread-safety: guarded by the owning DeviceAllocator's lock.
+// PagePool: the physical pages (one backend handle each, Granularity() bytes)
+// of one device, shared by every stream and arena of that device. A page is
+// either mapped somewhere (owned by an arena) or idle here, ready to be mapped
+// without a cuMemCreate. The pool enforces the device's memory limit: it never
+// holds more than limit_bytes of handles. Thread-safety: guarded by the owning
+// DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
 #define FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
 

@@ -1,9 +1,12 @@
 // Hot-path benchmark (Google Benchmark): a free+alloc pair against a warm
-// allocator holding N live blocks, as PyTorch's allocator was measured on the H200
-// (DESIGN.md, Measured facts). Mixed sizes: 60% 512 B-1 MiB, 35% 1-9 MiB, 5%
-// 16-48 MiB, in 512-byte steps; or small only (512 B-64 KiB). Each pair is timed
-// on its own and p50/p99 are reported as counters (ns), beside the mean.
-// Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or cuda.
+// allocator holding N live blocks, as PyTorch's allocator was measured on the
+// H200 (DESIGN.md, Measured facts). Mixed sizes: 60% 512 B-1 MiB, 35% 1-9 MiB,
+// 5% 16-48 MiB, in 512-byte steps; or small only (512 B-64 KiB). Each pair is
+// timed on its own and p50/p99 are reported as counters (ns), beside the mean.
+// Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or
+// cuda.
+#include <x86intrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +19,6 @@
 #include "allocator/phys/simulated_backend.h"
 #include "allocator/stream/host_event_source.h"
 #include "benchmark/benchmark.h"
-#include <x86intrin.h>
 #ifdef FRAGFREE_WITH_CUDA
 #include "allocator/phys/cuda_vmm_backend.h"
 #include "allocator/stream/cuda_event_source.h"
@@ -38,7 +40,8 @@ std::unique_ptr<DeviceAllocator> MakeAllocator() {
       fprintf(stderr, "no CUDA device: %s\n", b.status().ToString().c_str());
       exit(1);
     }
-    return std::move(*DeviceAllocator::Create(0, o, std::move(*b), std::move(*e)));
+    return std::move(
+        *DeviceAllocator::Create(0, o, std::move(*b), std::move(*e)));
   }
 #endif
   std::unique_ptr<PhysicalBackend> backend;
@@ -47,16 +50,19 @@ std::unique_ptr<DeviceAllocator> MakeAllocator() {
   } else {
     backend = std::make_unique<SimulatedBackend>(capacity, size_t{2} << 20);
   }
-  return std::move(*DeviceAllocator::Create(0, o, std::move(backend),
-                                            std::make_unique<HostEventSource>()));
+  return std::move(*DeviceAllocator::Create(
+      0, o, std::move(backend), std::make_unique<HostEventSource>()));
 }
 
 size_t MixedSize(std::mt19937_64& rng) {
   int r = int(rng() % 100);
   size_t lo, hi;
-  if (r < 60) lo = 512, hi = 1 << 20;
-  else if (r < 95) lo = 1 << 20, hi = 9 << 20;
-  else lo = 16 << 20, hi = 48 << 20;
+  if (r < 60)
+    lo = 512, hi = 1 << 20;
+  else if (r < 95)
+    lo = 1 << 20, hi = 9 << 20;
+  else
+    lo = 16 << 20, hi = 48 << 20;
   return (lo + rng() % (hi - lo)) / 512 * 512 + 512;
 }
 
@@ -94,22 +100,27 @@ void RunPairs(benchmark::State& state, size_t (*size_of)(std::mt19937_64&)) {
     if (ticks.size() < ticks.capacity()) ticks.push_back(t1 - t0);
     ++i;
   }
-  double ns_per_tick =
-      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - wall0)
-          .count() /
-      double(__rdtsc() - tsc0);
+  double ns_per_tick = std::chrono::duration<double, std::nano>(
+                           std::chrono::steady_clock::now() - wall0)
+                           .count() /
+                       double(__rdtsc() - tsc0);
   std::sort(ticks.begin(), ticks.end());
   if (!ticks.empty()) {
     state.counters["p50_ns"] = double(ticks[ticks.size() / 2]) * ns_per_tick;
-    state.counters["p99_ns"] = double(ticks[ticks.size() * 99 / 100]) * ns_per_tick;
+    state.counters["p99_ns"] =
+        double(ticks[ticks.size() * 99 / 100]) * ns_per_tick;
   }
   DeviceStats s = a->GetStats();
   state.counters["maps"] = double(s.pages_mapped);
   for (void* p : live) a->Free(p).IgnoreError();
 }
 
-void BM_FreeAllocPairMixed(benchmark::State& state) { RunPairs(state, MixedSize); }
-void BM_FreeAllocPairSmall(benchmark::State& state) { RunPairs(state, SmallSize); }
+void BM_FreeAllocPairMixed(benchmark::State& state) {
+  RunPairs(state, MixedSize);
+}
+void BM_FreeAllocPairSmall(benchmark::State& state) {
+  RunPairs(state, SmallSize);
+}
 
 BENCHMARK(BM_FreeAllocPairMixed)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_FreeAllocPairSmall)->Arg(100000);

@@ -2,9 +2,8 @@
 // Thread-safety: see fragfree_policy.h.
 #include "bench/replay/fragfree_policy.h"
 
-#include <cstdlib>
-
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "allocator/phys/simulated_backend.h"

@@ -1,11 +1,12 @@
-// Unit tests of DeviceAllocator's policy on the host backend: stream-ordered reuse,
-// record_stream and fences (with events held in flight), reclaim instead of OOM,
-// memory limits, empty_cache, bad pointers, fault injection with nothing left
-// half-mapped, and stats.
+// Unit tests of DeviceAllocator's policy on the host backend: stream-ordered
+// reuse, record_stream and fences (with events held in flight), reclaim instead
+// of OOM, memory limits, empty_cache, bad pointers, fault injection with
+// nothing left half-mapped, and stats.
+#include "allocator/device_allocator.h"
+
 #include <cstring>
 #include <thread>
 
-#include "allocator/device_allocator.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/host_backend.h"
@@ -186,8 +187,8 @@ TEST(DeviceAllocator, StatsFollowPyTorchMeanings) {
 }
 
 // Every backend call that can fail, failed at every position of a sequence:
-// the request fails cleanly, nothing is left half-mapped or leaked, and the next
-// request works once the fault is gone.
+// the request fails cleanly, nothing is left half-mapped or leaked, and the
+// next request works once the fault is gone.
 TEST(DeviceAllocator, SurvivesAFaultAtEveryBackendCall) {
   const BackendOp ops[] = {BackendOp::kReserveVa, BackendOp::kCreate,
                            BackendOp::kMap, BackendOp::kSetAccess,
@@ -199,7 +200,8 @@ TEST(DeviceAllocator, SurvivesAFaultAtEveryBackendCall) {
       f.faults->FailCalls(op, nth, 1, absl::InternalError("injected fault"));
       std::vector<void*> live;
       for (int i = 0; i < 12; ++i) {
-        absl::StatusOr<void*> p = f.a->Malloc((i % 3 + 1) * kPage / 2, i % 2 ? kS1 : kS2);
+        absl::StatusOr<void*> p =
+            f.a->Malloc((i % 3 + 1) * kPage / 2, i % 2 ? kS1 : kS2);
         if (p.ok()) {
           memset(*p, i, (i % 3 + 1) * kPage / 2);
           live.push_back(*p);
@@ -261,9 +263,9 @@ namespace {
 TEST(DeviceAllocatorGraphPools, PoolPagesStayWithTheGraphUntilReleased) {
   Fixture f = Make(4);
   const PoolId pool{1, 7};
-  ASSERT_TRUE(f.a->BeginAllocateToPool(pool, [](StreamHandle s) {
-                   return s == kS1;
-                 }).ok());
+  ASSERT_TRUE(
+      f.a->BeginAllocateToPool(pool, [](StreamHandle s) { return s == kS1; })
+          .ok());
   f.events->SetCapturing(kS1, true);
   void* p = *f.a->Malloc(4 * kPage, kS1);  // captured: from the pool
   ASSERT_TRUE(f.a->Free(p).ok());          // freed inside the capture

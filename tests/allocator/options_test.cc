@@ -1,5 +1,7 @@
-// Unit tests of FRAGFREE_CONF parsing: every key, PyTorch's syntax, clear errors.
+// Unit tests of FRAGFREE_CONF parsing: every key, PyTorch's syntax, clear
+// errors.
 #include "allocator/options.h"
+
 #include "gtest/gtest.h"
 
 namespace fragfree {
@@ -38,8 +40,7 @@ TEST(Options, RoundupPower2DivisionsBothForms) {
 
 TEST(Options, Buckets) {
   Options o = *Options::Parse("round_buckets:[1M,4096,64K]");
-  EXPECT_EQ(o.rounding.buckets,
-            (std::vector<size_t>{4096, 64 << 10, 1 << 20}));
+  EXPECT_EQ(o.rounding.buckets, (std::vector<size_t>{4096, 64 << 10, 1 << 20}));
   EXPECT_FALSE(Options::Parse("round_buckets:[1000]").ok());
 }
 

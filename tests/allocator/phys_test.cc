@@ -47,13 +47,13 @@ TEST(HostBackend, RejectsMisuse) {
   uintptr_t va = *b->ReserveVa(4 * kPage);
   PhysHandle h = *b->Create(kPage);
   PhysHandle h2 = *b->Create(kPage);
-  EXPECT_FALSE(b->Map(va + 1, kPage, h).ok());       // unaligned
-  EXPECT_FALSE(b->Create(kPage + 1).ok());           // bad size
+  EXPECT_FALSE(b->Map(va + 1, kPage, h).ok());  // unaligned
+  EXPECT_FALSE(b->Create(kPage + 1).ok());      // bad size
   ASSERT_TRUE(b->Map(va, kPage, h).ok());
-  EXPECT_FALSE(b->Map(va, kPage, h2).ok());          // over a mapping
-  EXPECT_FALSE(b->Release(h).ok());                  // still mapped
-  EXPECT_FALSE(b->Unmap(va + kPage, kPage).ok());    // not mapped
-  EXPECT_FALSE(b->ReleaseVa(va, 4 * kPage).ok());    // has mappings
+  EXPECT_FALSE(b->Map(va, kPage, h2).ok());        // over a mapping
+  EXPECT_FALSE(b->Release(h).ok());                // still mapped
+  EXPECT_FALSE(b->Unmap(va + kPage, kPage).ok());  // not mapped
+  EXPECT_FALSE(b->ReleaseVa(va, 4 * kPage).ok());  // has mappings
   ASSERT_TRUE(b->Unmap(va, kPage).ok());
   EXPECT_TRUE(b->ReleaseVa(va, 4 * kPage).ok());
   EXPECT_FALSE(HostBackend::Create(kPage + 1, kPage).ok());

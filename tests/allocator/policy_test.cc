@@ -1,5 +1,5 @@
-// Unit tests of the policy layer: size rounding (PyTorch's rules, buckets) and the
-// free index (best fit, bins, removal).
+// Unit tests of the policy layer: size rounding (PyTorch's rules, buckets) and
+// the free index (best fit, bins, removal).
 #include "allocator/policy/free_index.h"
 #include "allocator/policy/size_classes.h"
 #include "gtest/gtest.h"

@@ -1,15 +1,15 @@
-// Conformance suite: random operation sequences through the whole engine, checking
-// after each step that blocks never overlap and tile their arenas, live blocks are
-// fully mapped, data written into live blocks survives the reclaim and remap of
-// other pages, stats equal a recount, and an allocation fails only when the pages
-// touched by live blocks plus the request's own pages exceed the capacity.
-// Built twice: on the host backend (label host) and, with FF_CONFORMANCE_CUDA, on
-// GPU 0 through the CUDA driver (label gpu).
+// Conformance suite: random operation sequences through the whole engine,
+// checking after each step that blocks never overlap and tile their arenas,
+// live blocks are fully mapped, data written into live blocks survives the
+// reclaim and remap of other pages, stats equal a recount, and an allocation
+// fails only when the pages touched by live blocks plus the request's own pages
+// exceed the capacity. Built twice: on the host backend (label host) and, with
+// FF_CONFORMANCE_CUDA, on GPU 0 through the CUDA driver (label gpu).
 #include <map>
 #include <random>
 
-#include "gtest/gtest.h"
 #include "allocator/base/units.h"
+#include "gtest/gtest.h"
 #include "tests/testing/backends.h"
 
 namespace fragfree {
@@ -57,9 +57,8 @@ void WriteLive(TestDevice& d, const Live& l) {
   std::vector<uint8_t> got(n);
   d.access->Read(got.data(), l.ptr, n);
   if (got != Pattern(l.seed, n)) {
-    return ::testing::AssertionFailure()
-           << "data of the block at " << l.ptr << " (" << l.size
-           << " B) changed";
+    return ::testing::AssertionFailure() << "data of the block at " << l.ptr
+                                         << " (" << l.size << " B) changed";
   }
   if (2 * n <= l.size) {
     d.access->Read(got.data(), static_cast<char*>(l.ptr) + l.size - n, n);
@@ -122,9 +121,12 @@ TEST_P(ConformanceTest, RandomOperationsKeepEveryInvariant) {
       // Sizes: small, around a page, and large (up to a quarter of capacity).
       size_t size;
       int kind = int(rng() % 10);
-      if (kind < 5) size = 1 + rng() % (page / 2);
-      else if (kind < 8) size = page / 2 + rng() % (3 * page);
-      else size = page + rng() % (d.capacity / 4);
+      if (kind < 5)
+        size = 1 + rng() % (page / 2);
+      else if (kind < 8)
+        size = page / 2 + rng() % (3 * page);
+      else
+        size = page + rng() % (d.capacity / 4);
       StreamHandle stream = d.streams[rng() % d.streams.size()];
       size_t touched_before = TouchedPages(a);
       absl::StatusOr<void*> p = a.Malloc(size, stream);
@@ -134,8 +136,8 @@ TEST_P(ConformanceTest, RandomOperationsKeepEveryInvariant) {
         size_t need = (rounded + page - 1) / page + 1;
         ASSERT_GT(touched_before + need, capacity_pages)
             << "OOM for " << size << " B with " << touched_before << " of "
-            << capacity_pages << " pages touched by live blocks: "
-            << p.status();
+            << capacity_pages
+            << " pages touched by live blocks: " << p.status();
         ++ooms;
       } else {
         ++allocs;
@@ -143,7 +145,9 @@ TEST_P(ConformanceTest, RandomOperationsKeepEveryInvariant) {
         WriteLive(d, l);
         live.push_back(l);
         if (rng() % 8 == 0 && d.streams.size() > 1) {
-          ASSERT_TRUE(a.RecordStream(l.ptr, d.streams[1 + rng() % (d.streams.size() - 1)]).ok());
+          ASSERT_TRUE(a.RecordStream(
+                           l.ptr, d.streams[1 + rng() % (d.streams.size() - 1)])
+                          .ok());
         }
       }
     } else if (op < 97) {
@@ -186,8 +190,9 @@ TEST_P(ConformanceTest, RandomOperationsKeepEveryInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ConformanceTest, ::testing::Range(1, 7));
 
-// A full device whose free memory is scattered in holes between live blocks must
-// still serve a request as large as all the holes together (minus edge pages).
+// A full device whose free memory is scattered in holes between live blocks
+// must still serve a request as large as all the holes together (minus edge
+// pages).
 TEST(ConformanceScatter, ScatteredFreePagesServeOneLargeRequest) {
   TestDevice d = MakeDevice();
   DeviceAllocator& a = *d.allocator;

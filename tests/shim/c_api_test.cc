@@ -1,7 +1,8 @@
 // The C API as a C or C++ program sees it, on the host backend: allocation and
-// free, stats, every kind of bad input reported through the error handler with a
-// message that says what was wrong, and nothing corrupted afterwards. Shutdown is
-// tested last, in its own test binary (c_api_shutdown_test), since it is final.
+// free, stats, every kind of bad input reported through the error handler with
+// a message that says what was wrong, and nothing corrupted afterwards.
+// Shutdown is tested last, in its own test binary (c_api_shutdown_test), since
+// it is final.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,8 +23,9 @@ void Capture(ff_status_t status, const char* message, void* arg) {
 class CApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(ff_init("backend:host,host_capacity_mb:16,host_granularity_kb:64"),
-              FF_OK)
+    ASSERT_EQ(
+        ff_init("backend:host,host_capacity_mb:16,host_granularity_kb:64"),
+        FF_OK)
         << ff_last_error();
   }
   void SetUp() override {

@@ -1,7 +1,8 @@
 // Test fixtures shared by the suites: backends to run the engine on (host
-// emulation everywhere, the CUDA driver where a GPU exists) and a way to write and
-// read memory on each (plain memcpy on the host, cuMemcpy on a GPU).
-// Thread-safety: test-only helpers, single-threaded unless a test says otherwise.
+// emulation everywhere, the CUDA driver where a GPU exists) and a way to write
+// and read memory on each (plain memcpy on the host, cuMemcpy on a GPU).
+// Thread-safety: test-only helpers, single-threaded unless a test says
+// otherwise.
 #ifndef FRAGFREE_TESTS_TESTING_BACKENDS_H_
 #define FRAGFREE_TESTS_TESTING_BACKENDS_H_
 
@@ -46,7 +47,8 @@ struct TestDevice {
   std::vector<StreamHandle> streams;  // usable streams (host: opaque tags)
 };
 
-// The engine on the host backend with `capacity` bytes in pages of `page` bytes.
+// The engine on the host backend with `capacity` bytes in pages of `page`
+// bytes.
 inline TestDevice MakeHostDevice(size_t capacity, size_t page,
                                  Options options = Options()) {
   TestDevice d;

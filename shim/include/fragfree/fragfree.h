@@ -1,10 +1,10 @@
 /* fragfree: a CUDA caching allocator on the driver's virtual memory API.
  * The public C API. Every function is thread-safe and never throws; errors come
- * back as ff_status_t (or NULL), with a message from ff_last_error() and through
- * the handler set with ff_set_error_handler (default: print to stderr).
- * Configuration: FRAGFREE_CONF (PYTORCH_CUDA_ALLOC_CONF syntax), or ff_init(conf).
- * Streams are cudaStream_t values passed as void*; on the host backend
- * (FRAGFREE_CONF=backend:host) they are opaque tags. */
+ * back as ff_status_t (or NULL), with a message from ff_last_error() and
+ * through the handler set with ff_set_error_handler (default: print to stderr).
+ * Configuration: FRAGFREE_CONF (PYTORCH_CUDA_ALLOC_CONF syntax), or
+ * ff_init(conf). Streams are cudaStream_t values passed as void*; on the host
+ * backend (FRAGFREE_CONF=backend:host) they are opaque tags. */
 #ifndef FRAGFREE_FRAGFREE_H_
 #define FRAGFREE_FRAGFREE_H_
 
@@ -38,7 +38,8 @@ typedef struct ff_stat_t {
   int64_t current, peak, allocated, freed;
 } ff_stat_t;
 
-/* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md). */
+/* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md).
+ */
 typedef struct ff_stats_t {
   uint32_t size;    /* sizeof(ff_stats_t), set by the caller */
   uint32_t version; /* FF_STATS_VERSION, set by fragfree */
@@ -52,8 +53,8 @@ typedef struct ff_stats_t {
   FF_COUNTER_FIELDS(FF_C_COUNTER)
   FF_GAUGE_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
-  double u_alloc;  /* peak allocated / peak reserved */
-  double u_active; /* peak active / peak reserved */
+  double u_alloc;                /* peak allocated / peak reserved */
+  double u_active;               /* peak active / peak reserved */
   double external_fragmentation; /* 1 - largest free / total free */
 } ff_stats_t;
 #define FF_STATS_VERSION 1
@@ -81,8 +82,8 @@ FF_API ff_status_t ff_set_memory_fraction(double fraction, int device);
 /* bytes == 0 removes the byte limit. */
 FF_API ff_status_t ff_set_memory_limit(size_t bytes, int device);
 FF_API ff_status_t ff_get_stats(int device, ff_stats_t* out);
-/* Writes the stats as one JSON object (memory_stats() keys) into buf; returns the
- * length the full text needs (excluding the NUL), or 0 on error. */
+/* Writes the stats as one JSON object (memory_stats() keys) into buf; returns
+ * the length the full text needs (excluding the NUL), or 0 on error. */
 FF_API size_t ff_stats_json(int device, char* buf, size_t len);
 FF_API ff_status_t ff_reset_peak_stats(int device);
 FF_API ff_status_t ff_reset_accumulated_stats(int device);
@@ -108,7 +109,8 @@ FF_API const char* ff_status_name(ff_status_t status);
 /* PyTorch's CUDAPluggableAllocator entry points (exact ABI; stream is a
  * cudaStream_t). free receives the allocation's size, device and stream.
  * fragfree_malloc is the one function that throws: PyTorch does not check for
- * NULL, so when memory runs out it throws std::runtime_error with the OOM report
+ * NULL, so when memory runs out it throws std::runtime_error with the OOM
+ * report
  * ("CUDA out of memory. ..."), which PyTorch raises as a RuntimeError. */
 FF_API void* fragfree_malloc(size_t size, int device, void* stream);
 FF_API void fragfree_free(void* ptr, size_t size, int device, void* stream);
@@ -123,8 +125,8 @@ FF_API void fragfree_record_stream(void* ptr, void* stream);
  * asynchronous work is handed to ff_host_record_stream; after ff_host_free it
  * is reused only once that work has completed. */
 typedef struct ff_host_stats_t {
-  uint32_t size;    /* sizeof(ff_host_stats_t), set by the caller */
-  uint32_t version; /* FF_HOST_STATS_VERSION, set by fragfree */
+  uint32_t size;        /* sizeof(ff_host_stats_t), set by the caller */
+  uint32_t version;     /* FF_HOST_STATS_VERSION, set by fragfree */
   int64_t pinned_bytes; /* in pinned chunks now */
   int64_t peak_pinned_bytes;
   int64_t live_bytes; /* handed out (rounded sizes) */
@@ -139,7 +141,7 @@ typedef struct ff_host_stats_t {
   int64_t frees;
   int64_t allocs_without_pin; /* served from memory already pinned */
   int64_t events_recorded;
-  int64_t metadata_bytes;      /* fragfree's host metadata now */
+  int64_t metadata_bytes;       /* fragfree's host metadata now */
   int32_t metadata_on_jemalloc; /* 1: private jemalloc arena; 0: operator new */
   int32_t cuda;                 /* 1: really pinned (CUDA); 0: emulated */
 } ff_host_stats_t;
@@ -162,7 +164,8 @@ FF_API ff_status_t ff_host_stats(ff_host_stats_t* out);
 FF_API size_t ff_host_stats_json(char* buf, size_t len);
 /* Requested size of a live pinned allocation, 0 if ptr is not one. */
 FF_API size_t ff_host_allocation_size(const void* ptr);
-/* ---- end of pinned host memory ---------------------------------------------- */
+/* ---- end of pinned host memory ----------------------------------------------
+ */
 
 #ifdef __cplusplus
 }
