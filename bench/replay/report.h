@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "allocator/base/json.h"
 #include <string_view>
 #include <vector>
 
@@ -48,7 +50,6 @@ std::string FormatGiB(uint64_t bytes);
 std::string FormatTable(const TraceReport& report);
 std::string FormatJsonLine(const TraceReport& report,
                            const PolicyReport& policy);
-std::string JsonEscape(std::string_view s);
 
 }  // namespace fragfree::replay
 
