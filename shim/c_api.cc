@@ -199,6 +199,15 @@ size_t ff_snapshot_json(int device, char* buf, size_t len) {
       buf, len);
 }
 
+ff_status_t ff_dump_snapshot(int device, const char* path) {
+  if (path == nullptr || *path == '\0') {
+    return Runtime::Get().Report(
+        absl::InvalidArgumentError("ff_dump_snapshot: no path given"));
+  }
+  return Runtime::Get().Report(
+      fragfree::DumpSnapshot(device < 0 ? 0 : device, path));
+}
+
 ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
   if (enabled && max_entries == 0) max_entries = 100000;
   return ForDevices(device, [&](DeviceAllocator& d) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/obs/oom_report.h"
+#include "shim/runtime.h"
 
 namespace fragfree {
 namespace {
@@ -39,6 +40,11 @@ std::string ReportOom(DeviceAllocator& device, const Options& options) {
     text +=
         ok ? absl::StrFormat("\nReport: %s.html (and .json)", base)
            : absl::StrFormat("\n(could not write the report to %s.*)", base);
+  }
+  if (!options.snapshot_path.empty()) {
+    absl::Status s = DumpSnapshot(device.device(), options.snapshot_path);
+    text += s.ok() ? absl::StrFormat("\nSnapshot: %s", options.snapshot_path)
+                   : absl::StrFormat("\n(%s)", s.message());
   }
   return text;
 }

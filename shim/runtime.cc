@@ -1,9 +1,13 @@
 #include "shim/runtime.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_format.h"
+#include "allocator/obs/snapshot.h"
 #include "allocator/phys/host_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "allocator/stream/host_event_source.h"
@@ -159,7 +163,51 @@ absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
   if (!allocator.ok()) return allocator.status();
   DeviceAllocator* raw = allocator->release();
   devices_[device].store(raw, std::memory_order_release);
+  if (!options_.snapshot_path.empty()) {
+    // snapshot_path: the state (and trace, with trace_entries) at exit.
+    static std::once_flag once;
+    std::call_once(once, [] { atexit(DumpSnapshotsAtExit); });
+  }
   return raw;
+}
+
+void DumpSnapshotsAtExit() {
+  Runtime& rt = Runtime::Get();
+  const std::string path = rt.options().snapshot_path;
+  for (int device = 0; device < kMaxDevices; ++device) {
+    if (rt.Existing(device) == nullptr) continue;
+    std::string file =
+        device == 0 ? path : absl::StrFormat("%s.device%d", path, device);
+    absl::Status s = DumpSnapshot(device, file);
+    if (!s.ok())
+      fprintf(stderr, "fragfree: %s\n", std::string(s.message()).c_str());
+  }
+}
+
+absl::Status DumpSnapshot(int device, const std::string& path) {
+  DeviceAllocator* d = Runtime::Get().Existing(device);
+  std::vector<ArenaView> arenas;
+  std::vector<TraceEntry> trace;
+  if (d != nullptr) {
+    arenas = d->Arenas();
+    trace = d->Trace();
+  }
+  const bool json =
+      path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  std::string bytes = json ? SnapshotToJson(device, arenas, trace)
+                           : SnapshotToPickle(device, arenas, trace);
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot write the snapshot to %s: %s", path, strerror(errno)));
+  }
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = fclose(f) == 0 && ok;
+  if (!ok) {
+    return absl::InternalError(
+        absl::StrFormat("writing the snapshot to %s failed", path));
+  }
+  return absl::OkStatus();
 }
 
 Options Runtime::options() const {

@@ -57,6 +57,13 @@ class Runtime {
   std::atomic<void*> handler_arg_{nullptr};
 };
 
+// Writes a snapshot of every device in use to the snapshot_path option (device
+// N > 0 to "<path>.deviceN"); registered with atexit when that option is set.
+void DumpSnapshotsAtExit();
+// Writes `device`'s snapshot to `path` (pickle, or JSON for "*.json"). A device
+// fragfree has not served gives an empty snapshot.
+absl::Status DumpSnapshot(int device, const std::string& path);
+
 }  // namespace fragfree
 
 #endif  // FRAGFREE_SHIM_RUNTIME_H_

@@ -12,13 +12,19 @@
 
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/trace.h"
+#include "allocator/obs/value.h"
 
 namespace fragfree {
 
 // {"segments": [...], "device_traces": [[], ..., [trace]]} for `device`: one
 // list per device up to this one, this device's holding `trace`.
+Value SnapshotValue(int device, const std::vector<ArenaView>& arenas,
+                    const std::vector<TraceEntry>& trace = {});
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
                            const std::vector<TraceEntry>& trace = {});
+// The same as a pickle that torch.cuda._memory_viz and MemoryViz open.
+std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
+                             const std::vector<TraceEntry>& trace = {});
 
 }  // namespace fragfree
 

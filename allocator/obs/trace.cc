@@ -2,8 +2,6 @@
 
 #include <time.h>
 
-#include "absl/strings/str_format.h"
-
 namespace fragfree {
 
 const char* TraceActionName(TraceAction action) {
@@ -62,22 +60,6 @@ std::vector<TraceEntry> TraceRing::Entries() const {
   for (size_t i = 0; i < count_; ++i) {
     out.push_back(entries_[(start + i) % entries_.size()]);
   }
-  return out;
-}
-
-std::string TraceToJson(const std::vector<TraceEntry>& entries) {
-  std::string out = "[";
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const TraceEntry& e = entries[i];
-    absl::StrAppendFormat(
-        &out,
-        "%s{\"action\":\"%s\",\"%s\":%d,\"size\":%d,\"stream\":%d,\"time_us\":%"
-        "d,\"frames\":[]}",
-        i ? "," : "", TraceActionName(e.action),
-        e.action == TraceAction::kOom ? "device_free" : "addr", e.addr, e.size,
-        int64_t(e.stream), e.time_us);
-  }
-  out += "]";
   return out;
 }
 

@@ -60,9 +60,6 @@ class TraceRing {
   uint64_t dropped_ = 0;
 };
 
-// The entries as a JSON list of PyTorch TraceEntry dicts.
-std::string TraceToJson(const std::vector<TraceEntry>& entries);
-
 }  // namespace fragfree
 
 #endif  // FRAGFREE_ALLOCATOR_OBS_TRACE_H_

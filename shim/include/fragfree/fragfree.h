@@ -93,6 +93,10 @@ FF_API size_t ff_allocation_size(const void* ptr, int device);
  * ({"segments": [...], "device_traces": [...]}); returns the full length
  * (excluding the NUL) like ff_stats_json, or 0 on error. */
 FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
+/* Writes the device's snapshot to `path`: a pickle that PyTorch's memory viewer
+ * opens (python -m torch.cuda._memory_viz trace_plot path -o plot.html), or JSON
+ * when the path ends in ".json". device < 0: device 0. */
+FF_API ff_status_t ff_dump_snapshot(int device, const char* path);
 /* Starts (enabled != 0, keeping the last max_entries events) or stops and drops
  * (enabled == 0) the trace of alloc/free/map/unmap/oom events that snapshots
  * return as device_traces. device < 0: every device in use. */
