@@ -14,7 +14,6 @@
 namespace fragfree {
 namespace {
 
-
 std::string Quoted(std::string_view s) {
   return absl::StrCat("\"", JsonEscape(s), "\"");
 }
