@@ -31,6 +31,11 @@ std::string UsageText() {
       "  --no-min-capacity    skip the minimum-capacity search\n"
       "  --json               one JSON object per line per (trace, policy)\n"
       "  --html FILE          also write a self-contained HTML report\n"
+      "  --snapshot FILE      write fragfree's state at the end of the (last)\n"
+      "                       trace, with its event trace, as a PyTorch "
+      "memory\n"
+      "                       snapshot (python -m torch.cuda._memory_viz\n"
+      "                       trace_plot FILE -o plot.html)\n"
       "  --lenient            skip bad trace lines (and report how many)\n"
       "  --format F           auto|csv|rmm (default auto: from the header)\n"
       "  --alloc-conf CONF    PYTORCH_CUDA_ALLOC_CONF for the native and\n"
@@ -114,6 +119,13 @@ absl::StatusOr<CliOptions> ParseArgs(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       if (v->empty()) return absl::InvalidArgumentError("--html needs a file");
       o.html_path = *v;
+    } else if (arg == "--snapshot") {
+      absl::StatusOr<std::string> v = take_value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) {
+        return absl::InvalidArgumentError("--snapshot needs a file");
+      }
+      o.snapshot_path = *v;
     } else if (arg == "--format") {
       absl::StatusOr<std::string> v = take_value();
       if (!v.ok()) return v.status();
@@ -166,10 +178,18 @@ int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
     for (const std::string& name : options.policies) {
       absl::StatusOr<PolicyFactory> factory =
           MakePolicyFactory(name, options.policy_options);
+      // With --snapshot, the main replay records fragfree's event trace (the
+      // minimum-capacity search below does not need it).
+      PolicyOptions traced = options.policy_options;
+      if (!options.snapshot_path.empty()) {
+        traced.fragfree_trace_entries = 3 * trace->events.size() + 4096;
+      }
+      absl::StatusOr<PolicyFactory> main_factory =
+          MakePolicyFactory(name, traced);
       absl::StatusOr<std::unique_ptr<ReplayPolicy>> policy =
-          factory.ok()
-              ? (*factory)(base)
-              : absl::StatusOr<std::unique_ptr<ReplayPolicy>>(factory.status());
+          main_factory.ok() ? (*main_factory)(base)
+                            : absl::StatusOr<std::unique_ptr<ReplayPolicy>>(
+                                  main_factory.status());
       if (!policy.ok()) {
         err << "fragfree-replay: policy " << name << ": "
             << policy.status().message() << "\n";
@@ -179,6 +199,16 @@ int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
       PolicyReport pr;
       pr.capacity_bytes = base.capacity_bytes;
       pr.replay = Replay(*trace, **policy, ReplayOptions{});
+      if (!options.snapshot_path.empty() && name == "fragfree") {
+        std::ofstream snap(options.snapshot_path,
+                           std::ios::binary | std::ios::trunc);
+        snap << (*policy)->SnapshotPickle();
+        if (!snap) {
+          err << "fragfree-replay: cannot write " << options.snapshot_path
+              << "\n";
+          status = 1;
+        }
+      }
       if (!pr.replay.policy_status.ok()) {
         err << "fragfree-replay: policy " << name << " failed on " << path
             << ": " << pr.replay.policy_status.message() << "\n";

@@ -20,7 +20,8 @@ struct CliOptions {
   double capacity_gib = 141;
   bool min_capacity = true;
   bool json = false;
-  std::string html_path;  // empty: no HTML
+  std::string html_path;      // empty: no HTML
+  std::string snapshot_path;  // empty: no snapshot of fragfree's end state
   bool lenient = false;
   TraceFormat format = TraceFormat::kAuto;
   PolicyOptions policy_options;

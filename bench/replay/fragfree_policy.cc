@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "allocator/obs/snapshot.h"
 #include "allocator/phys/simulated_backend.h"
 #include "allocator/stream/host_event_source.h"
 
@@ -77,7 +78,7 @@ class CountingBackend final : public PhysicalBackend {
 };
 
 absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
-    const PolicyConfig& config) {
+    const PolicyConfig& config, size_t trace_entries) {
   const uint64_t capacity = config.capacity_bytes / kPageBytes * kPageBytes;
   if (capacity == 0) {
     return absl::InvalidArgumentError(absl::StrCat("fragfree policy: capacity ",
@@ -91,6 +92,7 @@ absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
   if (!parsed.ok()) return parsed.status();
   Options options = *parsed;
   options.backend = BackendKind::kSimulated;
+  options.trace_entries = trace_entries;
   options.host_capacity_bytes = capacity;
   options.host_granularity_bytes = kPageBytes;
   auto backend = std::make_unique<CountingBackend>(capacity, kPageBytes);
@@ -108,6 +110,10 @@ FragfreePolicy::FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,
     : engine_(std::move(engine)), backend_(backend) {}
 
 FragfreePolicy::~FragfreePolicy() = default;
+
+std::string FragfreePolicy::SnapshotPickle() const {
+  return SnapshotToPickle(0, engine_->Arenas(), engine_->Trace());
+}
 
 void FragfreePolicy::NoteError(absl::Status status) {
   if (status_.ok()) status_ = std::move(status);

@@ -29,8 +29,9 @@ class FragfreePolicy final : public ReplayPolicy {
   static constexpr uint64_t kPageBytes = 2 * kMiB;
 
   // The capacity is rounded down to whole pages.
+  // trace_entries > 0 records the engine's event trace for SnapshotPickle().
   static absl::StatusOr<std::unique_ptr<FragfreePolicy>> Create(
-      const PolicyConfig& config);
+      const PolicyConfig& config, size_t trace_entries = 0);
   ~FragfreePolicy() override;
 
   std::string name() const override { return "fragfree"; }
@@ -41,6 +42,7 @@ class FragfreePolicy final : public ReplayPolicy {
   void EmptyCache() override;
   absl::Status CheckInvariants() const override;
   absl::Status status() const override { return status_; }
+  std::string SnapshotPickle() const override;
 
  private:
   FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,

@@ -66,6 +66,9 @@ class ReplayPolicy {
   // The first failure other than running out of memory (an engine error); a
   // replay that saw one is not to be trusted.
   virtual absl::Status status() const { return absl::OkStatus(); }
+  // The final state (and, if recorded, the trace) as a PyTorch memory snapshot
+  // pickle; empty for policies that are models rather than the engine.
+  virtual std::string SnapshotPickle() const { return ""; }
 };
 
 using PolicyFactory =

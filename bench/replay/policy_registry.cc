@@ -34,10 +34,11 @@ absl::StatusOr<PolicyFactory> MakePolicyFactory(std::string_view name,
     });
   }
   if (name == "fragfree") {
-    return PolicyFactory([](const PolicyConfig& config)
+    const size_t trace_entries = options.fragfree_trace_entries;
+    return PolicyFactory([trace_entries](const PolicyConfig& config)
                              -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
       absl::StatusOr<std::unique_ptr<FragfreePolicy>> policy =
-          FragfreePolicy::Create(config);
+          FragfreePolicy::Create(config, trace_entries);
       if (!policy.ok()) return policy.status();
       return std::unique_ptr<ReplayPolicy>(std::move(*policy));
     });

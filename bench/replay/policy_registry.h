@@ -17,6 +17,8 @@ namespace fragfree::replay {
 struct PolicyOptions {
   // Settings of the native and expandable models (--alloc-conf).
   PytorchAllocConfig pytorch;
+  // fragfree: events its trace ring keeps (for --snapshot); 0 = no trace.
+  size_t fragfree_trace_entries = 0;
 };
 
 // "native", "expandable", "fragfree": the default order of reports.
