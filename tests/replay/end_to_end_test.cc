@@ -43,6 +43,7 @@
 //   minimum capacity 62 MiB (below it E's page cannot be mapped and no page is
 //   wholly free).
 // Thread-safety: single-threaded tests.
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -195,6 +196,32 @@ TEST(CliTest, UsageErrors) {
   EXPECT_TRUE(o->lenient);
   EXPECT_EQ(o->format, TraceFormat::kRmm);
   EXPECT_EQ(o->policies, AllPolicyNames());
+}
+
+}  // namespace
+}  // namespace fragfree::replay
+
+namespace fragfree::replay {
+namespace {
+
+// --snapshot writes fragfree's end state with its event trace as a pickle that
+// Python loads (and whose alloc events pair with the trace's allocations).
+TEST(CliTest, SnapshotOfTheEndState) {
+  const std::string path =
+      std::string(::testing::TempDir()) + "/replay_snapshot.pickle";
+  absl::StatusOr<CliOptions> options =
+      ParseArgs({"--no-min-capacity", "--policy", "fragfree", "--snapshot",
+                 path, DataPath("tiny.csv")});
+  ASSERT_TRUE(options.ok()) << options.status();
+  std::ostringstream out, err;
+  ASSERT_EQ(RunCli(*options, out, err), 0) << err.str();
+  std::string cmd =
+      "/usr/bin/python3 -c \"import pickle,sys;"
+      "s=pickle.load(open(sys.argv[1],'rb'));"
+      "a=[e for e in s['device_traces'][0] if e['action']=='alloc'];"
+      "sys.exit(0 if a and isinstance(s['segments'],list) else 1)\" " +
+      path;
+  EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
 }
 
 }  // namespace
