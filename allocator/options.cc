@@ -160,21 +160,23 @@ absl::Status ParseBuckets(const std::vector<std::string>& t, size_t& i,
 }  // namespace
 
 const std::vector<std::string>& Options::KnownKeys() {
-  static const std::vector<std::string> keys = {"backend",
-                                                "host_capacity_mb",
-                                                "host_granularity_kb",
-                                                "per_process_memory_fraction",
-                                                "memory_limit_mb",
-                                                "roundup_power2_divisions",
-                                                "round_buckets",
-                                                "reclaim_before_grow",
-                                                "grow_slack",
-                                                "va_factor",
-                                                "stats_at_exit",
-                                                "snapshot_path",
-                                                "oom_report_path",
-                                                "trace_entries"};
-  return keys;
+  // Never destroyed: exit handlers may parse options after static destruction.
+  static const auto* const keys =
+      new std::vector<std::string>{"backend",
+                                   "host_capacity_mb",
+                                   "host_granularity_kb",
+                                   "per_process_memory_fraction",
+                                   "memory_limit_mb",
+                                   "roundup_power2_divisions",
+                                   "round_buckets",
+                                   "reclaim_before_grow",
+                                   "grow_slack",
+                                   "va_factor",
+                                   "stats_at_exit",
+                                   "snapshot_path",
+                                   "oom_report_path",
+                                   "trace_entries"};
+  return *keys;
 }
 
 absl::StatusOr<Options> Options::Parse(std::string_view conf) {

@@ -3,7 +3,7 @@
 # are missing (sourced by setup_and_run.sh and test.sh). Nothing else is downloaded.
 ff_install_deps() {
   local pkgs=(cmake ninja-build g++ libabsl-dev libgtest-dev libgmock-dev
-              libbenchmark-dev zlib1g-dev python3 python3-pytest)
+              libbenchmark-dev zlib1g-dev libjemalloc-dev python3 python3-pytest)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/json.h"
 #include "allocator/base/mutex.h"
 #include "allocator/host/metadata_arena.h"
 #include "allocator/stream/host_event_source.h"
@@ -70,14 +71,6 @@ absl::StatusOr<PinnedHostAllocator*> Make() {
 
 std::string ToJson(const PinnedStats& s, const PinnedHostAllocator* a) {
   MetadataArenaInfo meta = MetadataArena::Info();
-  auto quoted = [](std::string text) {
-    std::string out = "\"";
-    for (char c : text) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += (unsigned char)c < 0x20 ? ' ' : c;
-    }
-    return out + "\"";
-  };
   return absl::StrFormat(
       "{\"pinned_bytes\": %d, \"peak_pinned_bytes\": %d, \"live_bytes\": %d, "
       "\"peak_live_bytes\": %d, \"requested_bytes\": %d, \"pending_bytes\": "
@@ -93,8 +86,8 @@ std::string ToJson(const PinnedStats& s, const PinnedHostAllocator* a) {
       s.events_recorded, s.event_errors,
       a != nullptr ? a->options().chunk_bytes : 0,
       a != nullptr ? a->options().release_after_ms : 0,
-      quoted(a != nullptr ? a->backend().name() : "none (not used yet)"),
-      quoted(meta.backend), meta.live_bytes, quoted(meta.why_not));
+      JsonQuote(a != nullptr ? a->backend().name() : "none (not used yet)"),
+      JsonQuote(meta.backend), meta.live_bytes, JsonQuote(meta.why_not));
 }
 
 }  // namespace
@@ -129,18 +122,19 @@ bool ServePinnedHostAlloc(void** ptr, size_t size, unsigned int flags,
   if (ptr == nullptr || size == 0 || (flags & kWriteCombined) != 0) {
     return false;
   }
-  static std::atomic<int> refused{-1};  // -1 unknown, 0 serve, 1 forward
-  if (refused.load(std::memory_order_relaxed) == 1) return false;
+  // serve_preload:False forwards without ever making the pool.
+  static const bool serve = HostAllocatorConf().serve_preload;
+  static std::atomic<bool> unavailable{false};  // reported once, then forward
+  if (!serve || unavailable.load(std::memory_order_relaxed)) return false;
   absl::StatusOr<PinnedHostAllocator*> a = HostAllocator();
-  if (!a.ok() || !host_conf.serve_preload) {
-    if (!a.ok() && refused.exchange(1) != 1) {
+  if (!a.ok()) {
+    if (!unavailable.exchange(true)) {
       Runtime::Get().Report(absl::Status(
           a.status().code(),
           absl::StrFormat("pinned pool unavailable, cudaHostAlloc is "
                           "forwarded to the CUDA runtime: %s",
                           a.status().message())));
     }
-    refused.store(1);
     return false;
   }
   absl::StatusOr<void*> p = (*a)->Allocate(size);

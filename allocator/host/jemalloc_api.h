@@ -24,11 +24,14 @@ typedef struct ff_jemalloc_api_t {
   /* jemalloc's mallctl (names as in jemalloc(3)). */
   int (*mallctl)(const char* name, void* oldp, size_t* oldlenp, void* newp,
                  size_t newlen);
-  /* mallocx/sdallocx on arena `arena`, never through a thread cache (a thread
-   * cache would hand back regions of other arenas). alignment: 0 or a power of
-   * two. NULL when out of memory. */
-  void* (*alloc)(unsigned arena, size_t size, size_t alignment);
-  void (*dealloc)(unsigned arena, void* ptr, size_t size, size_t alignment);
+  /* mallocx/sdallocx on arena `arena` through the explicit thread cache
+   * `tcache` ("tcache.create"), or through none when tcache < 0. Never the
+   * automatic thread cache: it would hand back regions of other arenas; an
+   * explicit one used only with `arena` holds only that arena's regions.
+   * alignment: 0 or a power of two. NULL when out of memory. */
+  void* (*alloc)(unsigned arena, int tcache, size_t size, size_t alignment);
+  void (*dealloc)(unsigned arena, int tcache, void* ptr, size_t size,
+                  size_t alignment);
   /* The usable size of a region of this jemalloc (sallocx). */
   size_t (*usable_size)(const void* ptr);
   /* The arena that owns a region of this jemalloc ("arenas.lookup"); UINT32_MAX

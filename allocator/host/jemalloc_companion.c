@@ -19,28 +19,31 @@ int ffje_mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp,
                  size_t newlen);
 
 /* jemalloc's compile-time options for this copy (the archive's weak
- * malloc_conf, renamed). No sbrk (the program's heap is glibc's), no thread
- * caches (fragfree uses explicit arenas), one automatic arena (unused). The
+ * malloc_conf, renamed). No sbrk (the program's heap is glibc's), no
+ * automatic thread caches (fragfree uses explicit ones, with its arena), one
+ * automatic arena (unused). The
  * MALLOC_CONF environment variable is still read on top (docs/host.md). */
 __attribute__((visibility("hidden"))) const char* ffje_malloc_conf =
     "dss:disabled,tcache:false,narenas:1,background_thread:false";
 
-static int Flags(unsigned arena, size_t alignment) {
-  int flags = MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
+static int Flags(unsigned arena, int tcache, size_t alignment) {
+  int flags = MALLOCX_ARENA(arena) |
+              (tcache >= 0 ? MALLOCX_TCACHE(tcache) : MALLOCX_TCACHE_NONE);
   if (alignment > 16) flags |= MALLOCX_ALIGN(alignment);
   return flags;
 }
 
-static void* Alloc(unsigned arena, size_t size, size_t alignment) {
-  return ffje_mallocx(size == 0 ? 1 : size, Flags(arena, alignment));
+static void* Alloc(unsigned arena, int tcache, size_t size, size_t alignment) {
+  return ffje_mallocx(size == 0 ? 1 : size, Flags(arena, tcache, alignment));
 }
 
-static void Dealloc(unsigned arena, void* ptr, size_t size, size_t alignment) {
+static void Dealloc(unsigned arena, int tcache, void* ptr, size_t size,
+                    size_t alignment) {
   if (ptr == NULL) return;
   if (size == 0) {
-    ffje_dallocx(ptr, Flags(arena, alignment));
+    ffje_dallocx(ptr, Flags(arena, tcache, alignment));
   } else {
-    ffje_sdallocx(ptr, size, Flags(arena, alignment));
+    ffje_sdallocx(ptr, size, Flags(arena, tcache, alignment));
   }
 }
 

@@ -237,8 +237,9 @@ absl::StatusOr<void*> PinnedHostAllocator::Allocate(size_t size) {
 
   const size_t page = backend_->granularity();
   const size_t chunk_bytes =
-      std::max(AlignUp(std::max<size_t>(options_.chunk_bytes, 1), page),
-               AlignUp(rounded, page));
+      rounded * 2 >= options_.chunk_bytes
+          ? AlignUp(rounded, page)
+          : AlignUp(std::max<size_t>(options_.chunk_bytes, 1), page);
   absl::StatusOr<void*> base = backend_->Pin(chunk_bytes);
   int64_t calls = 1;
   if (!base.ok() && absl::IsResourceExhausted(base.status())) {

@@ -55,7 +55,6 @@ namespace fragfree {
   X(cuMemHostRegister)                                   \
   X(cuMemHostUnregister)                                 \
   X(cuStreamGetCtx)                                      \
-  X(cuCtxSynchronize)                                    \
   X(cuMemAlloc)                                          \
   X(cuMemFree)
 

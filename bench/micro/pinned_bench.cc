@@ -8,7 +8,11 @@
 //    cudaHostAlloc + cudaFreeHost, the path PyTorch's allocator pays per block;
 //  * CopyH2D/CopyD2H/<source>/<bytes> (GPU): bandwidth of a synchronous copy
 //    from/to fragfree's pinned memory vs cuMemHostAlloc'd memory;
-//  * Metadata/<bytes> vs OperatorNew/<bytes>: the metadata arena's cost.
+//  * Metadata/<bytes> vs OperatorNew/<bytes>: the metadata arena's cost;
+//  * --offload_footprint: no timing; the pinned footprint of an offload-style
+//    run (bench/gpu/pinned_offload.py's workload) on fragfree's pool (emulated
+//    pinning, no page population) vs a model of PyTorch's pinned allocator
+//    (power-of-two blocks, cached per size, never released).
 // Backend: the CUDA driver when a device exists (FRAGFREE_BENCH_BACKEND=
 // emulated forces the emulation), else the emulation.
 // Thread-safety: single-threaded benchmarks.
@@ -17,10 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "allocator/host/host_conf.h"
 #include "allocator/host/metadata_arena.h"
 #include "allocator/host/pinned_allocator.h"
 #include "allocator/stream/host_event_source.h"
@@ -200,8 +207,76 @@ void OperatorNewDelete(benchmark::State& state) {
   for (auto _ : state) {
     void* p = ::operator new(size);
     benchmark::DoNotOptimize(p);
-    ::operator delete(p, size);
+    ::operator delete(p);
   }
+}
+
+// Offload-style run: per step, every layer's activations (variable lengths)
+// are offloaded in layer order and loaded back (and freed) in reverse order.
+void OffloadFootprint() {
+  const int layers = 24, steps = 12;
+  const double base_mib[] = {2, 6, 24, 48, 96};
+  std::mt19937_64 rng(0);
+  std::uniform_real_distribution<double> scale(0.35, 1.0);
+  EmulatedPinningBackend::Config config;
+  config.populate = false;
+  // FRAGFREE_HOST_CONF applies (chunk_mb: ...).
+  const char* conf_text = std::getenv("FRAGFREE_HOST_CONF");
+  absl::StatusOr<HostConf> conf =
+      HostConf::Parse(conf_text != nullptr ? conf_text : "");
+  if (!conf.ok()) {
+    fprintf(stderr, "%s\n", conf.status().ToString().c_str());
+    return;
+  }
+  PinnedOptions options = conf->pinned;
+  options.release_after_ms = -1;
+  PinnedHostAllocator pool(std::make_unique<EmulatedPinningBackend>(config),
+                           std::make_unique<HostEventSource>(), options);
+  // PyTorch's CachingHostAllocator, modelled: a request is rounded to the
+  // next power of two; freed blocks are cached by that size and reused for
+  // it; nothing is released during the run.
+  std::map<size_t, int64_t> free_blocks, owned_blocks;
+  int64_t torch_pinned = 0, torch_calls = 0, live = 0, peak_live = 0;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::pair<void*, size_t>> held;
+    for (int l = 0; l < layers; ++l) {
+      size_t n =
+          AlignUp(size_t(base_mib[l % 5] * double(kMiB) * scale(rng)), 512);
+      held.emplace_back(*pool.Allocate(n), n);
+      size_t block = size_t{1} << (Log2Floor(n - 1) + 1);
+      if (free_blocks[block] > 0) {
+        --free_blocks[block];
+      } else {
+        ++owned_blocks[block];
+        torch_pinned += int64_t(block);
+        ++torch_calls;
+      }
+      live += int64_t(n);
+      peak_live = std::max(peak_live, live);
+    }
+    for (auto it = held.rbegin(); it != held.rend(); ++it) {
+      (void)pool.Free(it->first);
+      ++free_blocks[size_t{1} << (Log2Floor(it->second - 1) + 1)];
+      live -= int64_t(it->second);
+    }
+  }
+  PinnedStats s = pool.stats();
+  printf("offload-style run (%d layers x %d steps, emulated pinning)\n", layers,
+         steps);
+  printf(
+      "| allocator | pinned peak | live peak | pinned / live | pin calls |\n");
+  printf("|---|---|---|---|---|\n");
+  printf(
+      "| PyTorch pinned allocator (model) | %.0f MiB | %.0f MiB | %.2f | %lld "
+      "|\n",
+      double(torch_pinned) / double(kMiB), double(peak_live) / double(kMiB),
+      double(torch_pinned) / double(peak_live), (long long)torch_calls);
+  printf(
+      "| fragfree pool (%zu MiB chunks) | %.0f MiB | %.0f MiB | %.2f | %lld "
+      "|\n",
+      options.chunk_bytes / kMiB, double(s.peak_pinned_bytes) / double(kMiB),
+      double(peak_live) / double(kMiB),
+      double(s.peak_pinned_bytes) / double(peak_live), (long long)s.pin_calls);
 }
 
 void Register() {
@@ -252,6 +327,12 @@ void Register() {
 }  // namespace fragfree
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--offload_footprint") {
+      fragfree::OffloadFootprint();
+      return 0;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   fragfree::Register();
   benchmark::RunSpecifiedBenchmarks();

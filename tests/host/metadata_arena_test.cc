@@ -42,7 +42,10 @@ TEST(MetadataArenaTest, BackendIsTheExpectedOne) {
     EXPECT_EQ(MetadataArena::jemalloc(), nullptr);
   }
 #ifdef FF_EXPECT_FALLBACK
-  EXPECT_NE(info.why_not.find("FRAGFREE_JEMALLOC=0"), std::string::npos)
+  // Turned off by the environment, or not built at all.
+  EXPECT_TRUE(info.why_not.find("FRAGFREE_JEMALLOC=0") != std::string::npos ||
+              info.why_not.find("FRAGFREE_WITH_JEMALLOC=OFF") !=
+                  std::string::npos)
       << info.why_not;
 #endif
 }
@@ -66,6 +69,16 @@ TEST(MetadataArenaTest, AllocationsComeFromThePrivateArena) {
       EXPECT_GE(je->usable_size(p), size);
     }
     EXPECT_NE(MetadataArena::Info().arena, 0u);
+    // The companion's options are in force: never sbrk (the program's heap),
+    // no automatic thread caches.
+    const char* dss = nullptr;
+    size_t len = sizeof(dss);
+    ASSERT_EQ(je->mallctl("opt.dss", &dss, &len, nullptr, 0), 0);
+    EXPECT_STREQ(dss, "disabled");
+    bool tcache = true;
+    len = sizeof(tcache);
+    ASSERT_EQ(je->mallctl("opt.tcache", &tcache, &len, nullptr, 0), 0);
+    EXPECT_FALSE(tcache);
   }
   for (auto [p, size] : blocks) MetadataArena::Deallocate(p, size);
 }
@@ -171,6 +184,35 @@ TEST(MetadataArenaTest, ManyThreads) {
     });
   }
   for (auto& t : threads) t.join();
+  EXPECT_EQ(MetadataArena::Info().live_bytes, before.live_bytes);
+}
+
+TEST(MetadataArenaTest, FreedOnAnotherThread) {
+  // Each thread has its own jemalloc cache: memory moves between them.
+  MetadataArenaInfo before = MetadataArena::Info();
+  std::vector<void*> blocks(10000);
+  std::thread producer([&] {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = MetadataArena::Allocate(48 + i % 200);
+    }
+  });
+  producer.join();
+  std::thread consumer([&] {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (kExpectJemalloc) {
+        EXPECT_TRUE(MetadataArena::InPrivateArena(blocks[i]));
+      }
+      MetadataArena::Deallocate(blocks[i], 48 + i % 200);
+    }
+  });
+  consumer.join();
+  // Threads come and go (each creates and destroys a cache).
+  for (int round = 0; round < 50; ++round) {
+    std::thread([] {
+      MetadataVector<int> v(100, 1);
+      EXPECT_EQ(v[99], 1);
+    }).join();
+  }
   EXPECT_EQ(MetadataArena::Info().live_bytes, before.live_bytes);
 }
 
