@@ -208,6 +208,30 @@ ff_status_t ff_dump_snapshot(int device, const char* path) {
       fragfree::DumpSnapshot(device < 0 ? 0 : device, path));
 }
 
+ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
+                             size_t gradient_bytes,
+                             size_t optimizer_state_bytes,
+                             size_t other_persistent_bytes,
+                             uint32_t techniques) {
+  if (device < 0 || device >= fragfree::kMaxDevices) {
+    return Runtime::Get().Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_set_oom_hints: device %d is out of range", device)));
+  }
+  fragfree::OomHints hints;
+  hints.categories = {parameter_bytes, gradient_bytes, optimizer_state_bytes,
+                      other_persistent_bytes};
+  fragfree::ActiveTechniques& t = hints.techniques;
+  t.bf16_autocast = techniques & FF_TECH_BF16_AUTOCAST;
+  t.gradient_checkpointing = techniques & FF_TECH_GRADIENT_CHECKPOINTING;
+  t.flash_attention = techniques & FF_TECH_FLASH_ATTENTION;
+  t.eight_bit_optimizer = techniques & FF_TECH_EIGHT_BIT_OPTIMIZER;
+  t.sharded = techniques & FF_TECH_SHARDED;
+  t.lora_peft = techniques & FF_TECH_LORA_PEFT;
+  t.cpu_offload = techniques & FF_TECH_CPU_OFFLOAD;
+  fragfree::SetOomHints(device, hints);
+  return FF_OK;
+}
+
 ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
   if (enabled && max_entries == 0) max_entries = 100000;
   return ForDevices(device, [&](DeviceAllocator& d) {

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "allocator/obs/oom_report.h"
 #include "shim/runtime.h"
 
@@ -20,13 +22,39 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return fclose(f) == 0 && ok;
 }
 
+absl::Mutex hints_mu;
+// Per device; absent until the program gives hints.
+std::map<int, OomHints>& Hints() {
+  static auto* const hints = new std::map<int, OomHints>();
+  return *hints;
+}
+
 }  // namespace
+
+void SetOomHints(int device, const OomHints& hints) {
+  absl::MutexLock lock(&hints_mu);
+  Hints()[device] = hints;
+}
 
 std::string ReportOom(DeviceAllocator& device, const Options& options) {
   OomContext context;
   context.facts = device.last_oom();
   context.stats = device.GetStats();
   context.arenas = device.Arenas();
+  context.techniques.emplace();
+  context.techniques->round_buckets = !options.rounding.buckets.empty();
+  {
+    absl::MutexLock lock(&hints_mu);
+    auto it = Hints().find(device.device());
+    if (it != Hints().end()) {
+      context.categories = it->second.categories;
+      ActiveTechniques t = it->second.techniques;
+      t.round_buckets = context.techniques->round_buckets;
+      context.techniques = t;
+    } else {
+      context.techniques.reset();  // unknown: advice says "if not already on"
+    }
+  }
   OomDiagnosis diagnosis = DiagnoseOom(context);
   std::string text = OomReportText(context, diagnosis);
   if (!options.oom_report_path.empty()) {

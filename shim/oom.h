@@ -11,9 +11,18 @@
 #include <string>
 
 #include "allocator/device_allocator.h"
+#include "allocator/obs/oom_report.h"
 #include "allocator/options.h"
 
 namespace fragfree {
+
+// What the program told fragfree for its OOM reports (ff_set_oom_hints).
+struct OomHints {
+  MemoryCategories categories;
+  ActiveTechniques techniques;
+};
+// Replaces `device`'s hints (thread-safe).
+void SetOomHints(int device, const OomHints& hints);
 
 // The report's text; writes
 // <oom_report_path>/fragfree-oom-<pid>-<n>.{json,html} when the option is set

@@ -3,6 +3,8 @@
 // a message that says what was wrong, and nothing corrupted afterwards.
 // Shutdown is tested last, in its own test binary (c_api_shutdown_test), since
 // it is final.
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -126,6 +128,23 @@ TEST_F(CApiTest, PyTorchEntryPointsAndHooks) {
         << e.what();
   }
   EXPECT_EQ(ff_check_invariants(0), FF_OK);
+}
+
+TEST_F(CApiTest, OomReportUsesTheProgramsHints) {
+  ASSERT_EQ(ff_set_oom_hints(0, 4 << 20, 4 << 20, 8 << 20, 0,
+                             FF_TECH_BF16_AUTOCAST | FF_TECH_FLASH_ATTENTION),
+            FF_OK);
+  std::vector<void*> held;
+  // Fill the 16 MiB device, then ask for more than is left.
+  for (int i = 0; i < 15; ++i) held.push_back(ff_malloc(1 << 20, 0, nullptr));
+  EXPECT_EQ(ff_malloc(4 << 20, 0, nullptr), nullptr);
+  const std::string report = LastMessage();
+  EXPECT_EQ(report.rfind("CUDA out of memory.", 0), 0u) << report;
+  EXPECT_NE(report.find("optimizer"), std::string::npos) << report;
+  EXPECT_NE(report.find("arameters"), std::string::npos) << report;
+  for (void* p : held) EXPECT_EQ(ff_free(p, 0), FF_OK);
+  EXPECT_EQ(ff_set_oom_hints(99, 0, 0, 0, 0, 0), FF_ERR_INVALID_ARGUMENT);
+  if (getenv("FRAGFREE_PRINT_OOM_REPORT")) printf("%s\n", report.c_str());
 }
 
 TEST_F(CApiTest, SnapshotAndHistory) {

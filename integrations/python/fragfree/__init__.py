@@ -47,6 +47,7 @@ __all__ = [
     "memory_summary",
     "snapshot",
     "dump_snapshot",
+    "watch",
     "empty_cache",
     "set_memory_fraction",
     "reset_peak_stats",
@@ -59,6 +60,17 @@ __all__ = [
 ]
 
 _MODES = ("pluggable", "native")
+
+
+def watch(model: Any, optimizer: Any = None) -> Any:
+    """Tell fragfree's OOM report what memory is made of: the model's parameters,
+    gradients and buffers and the optimizer's state, per device, refreshed
+    before every forward pass and after every optimizer step; and which
+    memory-saving techniques are already on, so the advice skips them. Returns a
+    handle whose ``remove()`` stops watching."""
+    from ._watch import Watch
+
+    return Watch(library(), model, optimizer)
 
 
 def library() -> Library:

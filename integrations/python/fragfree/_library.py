@@ -126,6 +126,8 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     # Proposed: turn the trace ring buffer on/off at run time (device < 0: all).
     "ff_record_history": (_status, [_c_int, _c_int, _c_size]),
     "ff_shutdown": (_status, []),
+    # What the OOM report knows of the program (fragfree.watch()).
+    "ff_set_oom_hints": (_status, [_c_int, _c_size, _c_size, _c_size, _c_size, ctypes.c_uint32]),
 }
 
 # The entry points PyTorch's CUDAPluggableAllocator needs, by hook name.
@@ -334,6 +336,16 @@ class Library:
         if fn is None:
             return None
         return self._json_call(fn, device, "ff_snapshot_json")
+
+    def set_oom_hints(self, device: int, parameters: int, gradients: int,
+                      optimizer_state: int, other: int, techniques: int) -> bool:
+        """ff_set_oom_hints; False if the library lacks it."""
+        fn = self._optional.get("ff_set_oom_hints")
+        if fn is None:
+            return False
+        self._check(fn(device, parameters, gradients, optimizer_state, other,
+                       techniques), "ff_set_oom_hints")
+        return True
 
     @property
     def has_record_history(self) -> bool:

@@ -94,14 +94,30 @@ FF_API size_t ff_allocation_size(const void* ptr, int device);
  * (excluding the NUL) like ff_stats_json, or 0 on error. */
 FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
 /* Writes the device's snapshot to `path`: a pickle that PyTorch's memory viewer
- * opens (python -m torch.cuda._memory_viz trace_plot path -o plot.html), or JSON
- * when the path ends in ".json". device < 0: device 0. */
+ * opens (python -m torch.cuda._memory_viz trace_plot path -o plot.html), or
+ * JSON when the path ends in ".json". device < 0: device 0. */
 FF_API ff_status_t ff_dump_snapshot(int device, const char* path);
 /* Starts (enabled != 0, keeping the last max_entries events) or stops and drops
  * (enabled == 0) the trace of alloc/free/map/unmap/oom events that snapshots
  * return as device_traces. device < 0: every device in use. */
 FF_API ff_status_t ff_record_history(int device, int enabled,
                                      size_t max_entries);
+/* What the OOM report knows about the program (fragfree.watch(model, optimizer)
+ * keeps it current): bytes of parameters, gradients, optimizer state and other
+ * persistent tensors, and the techniques already on (FF_TECH_* bits), so the
+ * diagnosis names the four categories and the advice skips what is on. */
+#define FF_TECH_BF16_AUTOCAST (1u << 0)
+#define FF_TECH_GRADIENT_CHECKPOINTING (1u << 1)
+#define FF_TECH_FLASH_ATTENTION (1u << 2)
+#define FF_TECH_EIGHT_BIT_OPTIMIZER (1u << 3)
+#define FF_TECH_SHARDED (1u << 4)
+#define FF_TECH_LORA_PEFT (1u << 5)
+#define FF_TECH_CPU_OFFLOAD (1u << 6)
+FF_API ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
+                                    size_t gradient_bytes,
+                                    size_t optimizer_state_bytes,
+                                    size_t other_persistent_bytes,
+                                    uint32_t techniques);
 /* Checks the allocator's invariants (tests, debugging): FF_OK or why not. */
 FF_API ff_status_t ff_check_invariants(int device);
 
