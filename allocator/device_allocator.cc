@@ -1,6 +1,7 @@
 #include "allocator/device_allocator.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/check.h"
@@ -69,6 +70,15 @@ DeviceAllocator::~DeviceAllocator() {
     }
     for (PageId p : pages) pages_.ReturnIdle(p);
     pages.clear();
+    if (arena->mapped_pages() > 0) {
+      // The backend refused to unmap (a CUDA context already torn down at
+      // exit, a lost device): leak the arena rather than abort the process.
+      fprintf(stderr,
+              "fragfree: device %d: %zu page(s) could not be unmapped at "
+              "shutdown; leaving them to the driver\n",
+              device_, arena->mapped_pages());
+      arena.release();
+    }
   }
   arenas_.clear();
   pages_.ReleaseIdle(0).IgnoreError();
@@ -377,8 +387,11 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   }
   runs_.clear();
   if (status.ok()) {
+    const size_t offered = pages.size();
     status = block->arena->MapPages(block, pages,
                                     trace_.enabled() ? &runs_ : nullptr);
+    // Pages a failed undo left mapped are the arena's now (still reserved).
+    NotePagesMapped(block->arena->kind(), int64_t(offered - pages.size()));
   }
   if (!status.ok()) {
     give_back();
@@ -413,6 +426,20 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
   Block* block = it->second;
+  // Other streams used it: record their events first, so that a failure leaves
+  // the block live and nothing changed.
+  std::vector<EventId> events;
+  if (block->uses != nullptr) {
+    for (StreamHandle s : *block->uses) {
+      if (events_->IsCapturing(s)) continue;  // re-checked when processed
+      absl::StatusOr<EventId> e = events_->Record(s);
+      if (!e.ok()) {
+        for (EventId recorded : events) events_->Release(recorded);
+        return e.status();
+      }
+      events.push_back(*e);
+    }
+  }
   live_.erase(it);
   const int pool = PoolOf(block->arena->kind());
   stats_.allocation.Decrease(pool, 1);
@@ -424,17 +451,10 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     ReturnBlockToArena(block);
     return absl::OkStatus();
   }
-  // Other streams used it: it becomes reusable once their work completes.
+  // It becomes reusable once the other streams' work completes.
   block->state = BlockState::kPendingFree;
-  PendingFree pending{block, {}};
-  for (StreamHandle s : *block->uses) {
-    if (events_->IsCapturing(s)) continue;  // re-checked when processed
-    absl::StatusOr<EventId> e = events_->Record(s);
-    if (!e.ok()) return e.status();
-    pending.events.push_back(*e);
-  }
   block->uses.reset();
-  pending_.push_back(std::move(pending));
+  pending_.push_back(PendingFree{block, std::move(events)});
   return absl::OkStatus();
 }
 

@@ -110,8 +110,7 @@ void AddToRuns(std::vector<std::pair<uintptr_t, size_t>>* runs, uintptr_t addr,
 }
 }  // namespace
 
-absl::Status Arena::MapPages(const Block* block,
-                             const std::vector<PageId>& pages,
+absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
                              std::vector<std::pair<uintptr_t, size_t>>* runs) {
   const size_t first = FirstPage(block->addr), end = EndPage(block->end());
   size_t next = 0;
@@ -135,10 +134,22 @@ absl::Status Arena::MapPages(const Block* block,
     i = j;
   }
   if (!status.ok()) {
-    // All or nothing: undo this call's maps so no page is left half set up.
+    // All or nothing: undo this call's maps so no page is left half set up. A
+    // page whose Unmap fails too stays mapped here (and is no longer the
+    // caller's): it lies under the block, which the caller frees, so it is an
+    // ordinary cached page that reclaim or empty_cache will retry.
+    std::vector<PageId> kept;
     for (size_t p : mapped_now) {
-      backend_->Unmap(base_ + p * page_size_, page_size_).IgnoreError();
-      page_of_[p] = kNoPage;
+      if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
+        page_of_[p] = kNoPage;
+      } else {
+        kept.push_back(page_of_[p]);
+        ++mapped_pages_;
+        mapped_end_ = std::max(mapped_end_, p + 1);
+      }
+    }
+    for (PageId id : kept) {
+      pages.erase(std::find(pages.begin(), pages.end(), id));
     }
     return status;
   }

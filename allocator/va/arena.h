@@ -46,11 +46,12 @@ class Arena {
   size_t UnmappedPages(const Block* block) const;
   // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool)
   // under the block and makes them accessible. All or nothing: on error, the
-  // pages this call mapped are unmapped again and every page stays the
-  // caller's. When `runs` is given, the VA ranges newly mapped are appended to
-  // it.
+  // pages this call mapped are unmapped again and stay the caller's; one whose
+  // Unmap fails too stays mapped under the block (an ordinary cached page once
+  // the caller frees the block) and is removed from `pages`. When `runs` is
+  // given, the VA ranges newly mapped are appended to it.
   absl::Status MapPages(
-      const Block* block, const std::vector<PageId>& pages,
+      const Block* block, std::vector<PageId>& pages,
       std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
