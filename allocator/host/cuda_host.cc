@@ -15,17 +15,6 @@
 
 namespace fragfree {
 
-CudaContextScope::CudaContextScope(const CudaDriver& cu, CUcontext context)
-    : cu_(cu) {
-  if (cu_.cuCtxGetCurrent(&previous_) == CUDA_SUCCESS && previous_ != context) {
-    switched_ = cu_.cuCtxSetCurrent(context) == CUDA_SUCCESS;
-  }
-}
-
-CudaContextScope::~CudaContextScope() {
-  if (switched_) cu_.cuCtxSetCurrent(previous_);
-}
-
 // --- CudaPinningBackend ------------------------------------------------------
 
 CudaPinningBackend::CudaPinningBackend(const CudaDriver* cu, CUcontext context,

@@ -21,20 +21,6 @@
 
 namespace fragfree {
 
-// Makes `context` current for a scope and restores the caller's.
-class CudaContextScope {
- public:
-  CudaContextScope(const CudaDriver& cu, CUcontext context);
-  ~CudaContextScope();
-  CudaContextScope(const CudaContextScope&) = delete;
-  CudaContextScope& operator=(const CudaContextScope&) = delete;
-
- private:
-  const CudaDriver& cu_;
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
-};
-
 class CudaPinningBackend final : public PinningBackend {
  public:
   enum class Mode { kHostAlloc, kRegister };

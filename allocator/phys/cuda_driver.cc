@@ -65,4 +65,24 @@ absl::Status CudaDriver::ToStatus(CUresult result, const char* call,
   return absl::InternalError(message);
 }
 
+CudaContextScope::CudaContextScope(const CudaDriver& cu, CUcontext context)
+    : cu_(cu) {
+  CUresult r = cu_.cuCtxGetCurrent(&previous_);
+  if (r != CUDA_SUCCESS) {
+    status_ = cu_.ToStatus(r, "cuCtxGetCurrent", __FILE__, __LINE__);
+    return;
+  }
+  if (previous_ == context) return;
+  r = cu_.cuCtxSetCurrent(context);
+  if (r != CUDA_SUCCESS) {
+    status_ = cu_.ToStatus(r, "cuCtxSetCurrent", __FILE__, __LINE__);
+    return;
+  }
+  switched_ = true;
+}
+
+CudaContextScope::~CudaContextScope() {
+  if (switched_) cu_.cuCtxSetCurrent(previous_);
+}
+
 }  // namespace fragfree

@@ -74,6 +74,24 @@ struct CudaDriver {
                         int line) const;
 };
 
+// Makes `context` current on the calling thread for a scope and restores the
+// caller's context after, so the program's current device never changes under
+// it. status() says whether the switch worked.
+class CudaContextScope {
+ public:
+  CudaContextScope(const CudaDriver& cu, CUcontext context);
+  ~CudaContextScope();
+  CudaContextScope(const CudaContextScope&) = delete;
+  CudaContextScope& operator=(const CudaContextScope&) = delete;
+  const absl::Status& status() const { return status_; }
+
+ private:
+  const CudaDriver& cu_;
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+  absl::Status status_;
+};
+
 }  // namespace fragfree
 
 #define FF_CU_RETURN_IF_ERROR(driver, call)                               \

@@ -80,41 +80,9 @@ CudaVmmBackend::CudaVmmBackend(const CudaDriver* driver, int device,
       accessors_(std::move(accessors)),
       rdma_(rdma) {}
 
-// Makes the device's primary context current for the guard's lifetime and
-// restores the caller's context after, so the program's notion of the current
-// device never changes under it.
-class CudaVmmBackend::ScopedContext {
- public:
-  explicit ScopedContext(const CudaVmmBackend& backend)
-      : driver_(*backend.driver_) {
-    CUresult r = driver_.cuCtxGetCurrent(&previous_);
-    if (r != CUDA_SUCCESS) {
-      status_ = driver_.ToStatus(r, "cuCtxGetCurrent", __FILE__, __LINE__);
-      return;
-    }
-    if (previous_ == backend.context_) return;
-    r = driver_.cuCtxSetCurrent(backend.context_);
-    if (r != CUDA_SUCCESS) {
-      status_ = driver_.ToStatus(r, "cuCtxSetCurrent", __FILE__, __LINE__);
-      return;
-    }
-    switched_ = true;
-  }
-  ~ScopedContext() {
-    if (switched_) driver_.cuCtxSetCurrent(previous_);
-  }
-  const absl::Status& status() const { return status_; }
-
- private:
-  const CudaDriver& driver_;
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
-  absl::Status status_;
-};
-
 DeviceMemoryInfo CudaVmmBackend::MemoryInfo() const {
   DeviceMemoryInfo info{total_bytes_, 0};
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return info;
   size_t free = 0, total = 0;
   if (driver_->cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
@@ -124,7 +92,7 @@ DeviceMemoryInfo CudaVmmBackend::MemoryInfo() const {
 }
 
 absl::StatusOr<uintptr_t> CudaVmmBackend::ReserveVa(size_t size) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   CUdeviceptr ptr = 0;
   FF_CU_RETURN_IF_ERROR(*driver_,
@@ -133,14 +101,14 @@ absl::StatusOr<uintptr_t> CudaVmmBackend::ReserveVa(size_t size) {
 }
 
 absl::Status CudaVmmBackend::ReleaseVa(uintptr_t va, size_t size) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(*driver_, cuMemAddressFree(CUdeviceptr(va), size));
   return absl::OkStatus();
 }
 
 absl::StatusOr<PhysHandle> CudaVmmBackend::Create(size_t size) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   CUmemAllocationProp prop = DeviceProp(device_, rdma_);
   CUmemGenericAllocationHandle handle;
@@ -149,7 +117,7 @@ absl::StatusOr<PhysHandle> CudaVmmBackend::Create(size_t size) {
 }
 
 absl::Status CudaVmmBackend::Release(PhysHandle handle) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(
       *driver_, cuMemRelease(CUmemGenericAllocationHandle(handle.value)));
@@ -157,7 +125,7 @@ absl::Status CudaVmmBackend::Release(PhysHandle handle) {
 }
 
 absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(
       *driver_, cuMemMap(CUdeviceptr(va), size, 0,
@@ -166,14 +134,14 @@ absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
 }
 
 absl::Status CudaVmmBackend::Unmap(uintptr_t va, size_t size) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(*driver_, cuMemUnmap(CUdeviceptr(va), size));
   return absl::OkStatus();
 }
 
 absl::Status CudaVmmBackend::SetAccess(uintptr_t va, size_t size) {
-  ScopedContext context(*this);
+  CudaContextScope context(*driver_, context_);
   if (!context.status().ok()) return context.status();
   CUmemAccessDesc desc[16];
   size_t n = 0;

@@ -40,7 +40,6 @@ class CudaVmmBackend final : public PhysicalBackend {
   CudaVmmBackend(const CudaDriver* driver, int device, CUcontext context,
                  size_t granularity, size_t total_bytes,
                  std::vector<int> accessors, bool rdma);
-  class ScopedContext;
 
   const CudaDriver* driver_;
   const int device_;

@@ -1,26 +1,6 @@
 #include "allocator/stream/cuda_event_source.h"
 
 namespace fragfree {
-namespace {
-// Pushes the device's primary context for a call and restores the caller's.
-class ContextGuard {
- public:
-  ContextGuard(const CudaDriver& cu, CUcontext context) : cu_(cu) {
-    if (cu_.cuCtxGetCurrent(&previous_) == CUDA_SUCCESS &&
-        previous_ != context) {
-      switched_ = cu_.cuCtxSetCurrent(context) == CUDA_SUCCESS;
-    }
-  }
-  ~ContextGuard() {
-    if (switched_) cu_.cuCtxSetCurrent(previous_);
-  }
-
- private:
-  const CudaDriver& cu_;
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
-};
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaEventSource>> CudaEventSource::Create(
     int device) {
@@ -35,12 +15,12 @@ absl::StatusOr<std::unique_ptr<CudaEventSource>> CudaEventSource::Create(
 }
 
 CudaEventSource::~CudaEventSource() {
-  ContextGuard guard(*driver_, context_);
+  CudaContextScope guard(*driver_, context_);
   for (CUevent e : idle_) driver_->cuEventDestroy(e);
 }
 
 absl::StatusOr<EventId> CudaEventSource::Record(StreamHandle stream) {
-  ContextGuard guard(*driver_, context_);
+  CudaContextScope guard(*driver_, context_);
   CUevent event;
   if (!idle_.empty()) {
     event = idle_.back();

@@ -91,7 +91,6 @@ std::string FormatTable(const TraceReport& report) {
   return out;
 }
 
-
 std::string FormatJsonLine(const TraceReport& report,
                            const PolicyReport& policy) {
   const ReplayResult& r = policy.replay;

@@ -7,11 +7,10 @@
 
 #include <cstdint>
 #include <string>
-
-#include "allocator/base/json.h"
 #include <string_view>
 #include <vector>
 
+#include "allocator/base/json.h"
 #include "bench/replay/replayer.h"
 #include "bench/replay/trace_event.h"
 
