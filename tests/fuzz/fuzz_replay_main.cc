@@ -1,7 +1,8 @@
-// fuzz_replay_main: a main() for LLVMFuzzerTestOneInput without libFuzzer, so any
-// compiler (CI's gcc) runs the fuzz corpus and some random inputs as a plain test.
-// Owns only the driver: argument parsing, corpus reading, the random inputs, and
-// the report of which input failed (the fuzz function aborts on a violation).
+// fuzz_replay_main: a main() for LLVMFuzzerTestOneInput without libFuzzer, so
+// any compiler (CI's gcc) runs the fuzz corpus and some random inputs as a
+// plain test. Owns only the driver: argument parsing, corpus reading, the
+// random inputs, and the report of which input failed (the fuzz function aborts
+// on a violation).
 //   engine_fuzz_replay [--random=N] [--seed=S] [--max_len=L] FILE_OR_DIR...
 // Thread-safety: single-threaded.
 #include <signal.h>

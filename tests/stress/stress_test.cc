@@ -1,12 +1,12 @@
 // Stress test of DeviceAllocator on the host backend: 8 threads allocate on 16
-// stream handles, free blocks allocated by other threads (a block is handed over
-// through the receiver's inbox), record_stream blocks on other streams (events
-// complete late, from a "device" thread), while a control thread calls
-// EmptyCache, CheckInvariants, GetStats, Arenas and changes the memory fraction.
-// Every block carries a pattern checked when it is freed. A watchdog aborts with
-// each thread's progress if the run does not finish in time (a deadlock).
-// At the end: invariants hold, nothing is allocated or reserved, and the backend
-// has all its memory back.
+// stream handles, free blocks allocated by other threads (a block is handed
+// over through the receiver's inbox), record_stream blocks on other streams
+// (events complete late, from a "device" thread), while a control thread calls
+// EmptyCache, CheckInvariants, GetStats, Arenas and changes the memory
+// fraction. Every block carries a pattern checked when it is freed. A watchdog
+// aborts with each thread's progress if the run does not finish in time (a
+// deadlock). At the end: invariants hold, nothing is allocated or reserved, and
+// the backend has all its memory back.
 //
 // Size: FRAGFREE_STRESS_OPS operations in all (default 1,000,000; 250,000 under
 // ASan, 100,000 under TSan), stopping early after FRAGFREE_STRESS_SECONDS
@@ -216,7 +216,8 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   Inbox inboxes[kThreads];
   Progress progress[kThreads];
   std::atomic<bool> stop_control{false};
-  std::atomic<int64_t> control_rounds{0}, empty_caches{0}, invariant_checks{0};
+  std::atomic<int64_t> control_rounds{0}, empty_caches{0}, invariant_checks{0},
+      retires{0};
   std::atomic<int> failures{0};
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -258,7 +259,8 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
           got.swap(inboxes[t].blocks);
         }
         for (const Block& b : got) free_block(b);
-        me.cross_frees.fetch_add(int64_t(got.size()), std::memory_order_relaxed);
+        me.cross_frees.fetch_add(int64_t(got.size()),
+                                 std::memory_order_relaxed);
       }
       const uint64_t r = rng();
       const int op = int(r % 100);
@@ -333,6 +335,13 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
         (void)a.Arenas();
       } else if (op < 9) {
         events->CompleteAll();
+        if (rng() % 8 == 0) {
+          // A stream destroyed while the workers keep using its handle value
+          // (a new stream with the same handle, for the engine).
+          absl::Status s = a.RetireStream(streams[rng() % kStreams]);
+          if (!s.ok()) fail("RetireStream: " + s.ToString());
+          retires.fetch_add(1);
+        }
       } else {
         absl::Status s = a.SetMemoryFraction(rng() % 4 == 0 ? 0.75 : 1.0);
         if (!s.ok()) fail("SetMemoryFraction: " + s.ToString());
@@ -354,9 +363,9 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   }
   stop_control = true;
   control_thread.join();
-  const double elapsed = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   events->CompleteAll();
   ASSERT_TRUE(a.SetMemoryFraction(1.0).ok());
   ASSERT_TRUE(a.EmptyCache().ok());
@@ -380,14 +389,16 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
     cross += p.cross_frees;
     records += p.record_streams;
   }
-  printf("stress: %d threads x %d streams: %lld operations in %.1f s "
-         "(%.0f ops/s); %lld cross-thread frees, %lld record_streams, %lld "
-         "OOMs; control thread: %lld empty_cache, %lld invariant checks; "
-         "pages remapped %lld, events recorded %lld\n",
-         kThreads, kStreams, (long long)ops, elapsed, double(ops) / elapsed,
-         (long long)cross, (long long)records, (long long)ooms,
-         (long long)empty_caches.load(), (long long)invariant_checks.load(),
-         (long long)st.pages_remapped, (long long)events->records());
+  printf(
+      "stress: %d threads x %d streams: %lld operations in %.1f s "
+      "(%.0f ops/s); %lld cross-thread frees, %lld record_streams, %lld "
+      "OOMs; control thread: %lld empty_cache, %lld invariant checks, %lld "
+      "retired streams; pages remapped %lld, events recorded %lld\n",
+      kThreads, kStreams, (long long)ops, elapsed, double(ops) / elapsed,
+      (long long)cross, (long long)records, (long long)ooms,
+      (long long)empty_caches.load(), (long long)invariant_checks.load(),
+      (long long)retires.load(), (long long)st.pages_remapped,
+      (long long)events->records());
   RecordProperty("operations", std::to_string(ops));
   RecordProperty("seconds", std::to_string(elapsed));
   EXPECT_GT(cross, 0);
