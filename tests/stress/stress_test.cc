@@ -1,12 +1,13 @@
 // Stress test of DeviceAllocator on the host backend: 8 threads allocate on 16
 // stream handles, free blocks allocated by other threads (a block is handed
-// over through the receiver's inbox), record_stream blocks on other streams
-// (events complete late, from a "device" thread), while a control thread calls
-// EmptyCache, CheckInvariants, GetStats, Arenas and changes the memory
-// fraction. Every block carries a pattern checked when it is freed. A watchdog
-// aborts with each thread's progress if the run does not finish in time (a
-// deadlock). At the end: invariants hold, nothing is allocated or reserved, and
-// the backend has all its memory back.
+// over through the receiver's inbox), and record_stream blocks on other
+// streams, whose events complete late; meanwhile a control thread calls
+// EmptyCache, CheckInvariants, GetStats, Arenas, completes events, retires
+// streams the workers keep using (cudaStreamDestroy, the handle then reused)
+// and changes the memory fraction. Every block carries a pattern checked when
+// it is freed. A watchdog aborts with each thread's progress if the run does
+// not finish in time (a deadlock). At the end: invariants hold, nothing is
+// allocated or reserved, and the backend has all its memory back.
 //
 // Size: FRAGFREE_STRESS_OPS operations in all (default 1,000,000; 250,000 under
 // ASan, 100,000 under TSan), stopping early after FRAGFREE_STRESS_SECONDS
@@ -73,7 +74,7 @@ int64_t DefaultOps() {
 }
 
 // Events that complete late: each one after 1-4 queries, when the allocator
-// synchronizes on it, or when the device thread completes everything recorded.
+// synchronizes on it, or when the control thread completes everything.
 // Thread-safe (std::mutex, so ThreadSanitizer sees the ordering).
 class LateEventSource final : public EventSource {
  public:
