@@ -1,34 +1,35 @@
 // fragfree native-API mode: an implementation of PyTorch's C++
 // c10::cuda::CUDACachingAllocator::CUDAAllocator over libfragfree's C API.
 //
-// Owns: the CUDAAllocator subclass installed as PyTorch's current CUDA allocator
-// by fragfree.enable(mode="native"), its bookkeeping of graph/MemPool pools, OOM
-// observers, and the pybind11 module (install / installed / features) that the
-// Python package builds with torch.utils.cpp_extension.load on first use.
+// Owns: the CUDAAllocator subclass installed as PyTorch's current CUDA
+// allocator by fragfree.enable(mode="native"), its bookkeeping of graph/MemPool
+// pools, OOM observers, and the pybind11 module (install / installed /
+// features) that the Python package builds with torch.utils.cpp_extension.load
+// on first use.
 //
 // Why: with CUDAPluggableAllocator, C++ callers (cuDNN benchmark's cacheInfo,
 // cudagraph trees' checkPoolLiveAllocations / checkpoint state, OOM observers,
 // torch.cuda.OutOfMemoryError) hit "does not yet support" errors. Here every
-// CUDAAllocator entry point is implemented; where fragfree has no equivalent we do
-// what PyTorch's cudaMallocAsync backend (c10/cuda/CUDAMallocAsyncAllocator.cpp)
-// does, and say so.
+// CUDAAllocator entry point is implemented; where fragfree has no equivalent we
+// do what PyTorch's cudaMallocAsync backend
+// (c10/cuda/CUDAMallocAsyncAllocator.cpp) does, and say so.
 //
-// The library is reached only through its C API, resolved with dlopen/dlsym from
-// the path the Python side found (the same libfragfree.so ctypes loaded, so the
-// same process-wide state). No fragfree header is needed to build this file.
+// The library is reached only through its C API, resolved with dlopen/dlsym
+// from the path the Python side found (the same libfragfree.so ctypes loaded,
+// so the same process-wide state). No fragfree header is needed to build this
+// file.
 //
 // Written against c10/cuda/CUDACachingAllocator.h of PyTorch 2.10/2.11 (the
 // CUDAAllocator : DeviceAllocator interface with getMemoryFraction, snapshot(
 // MempoolId_t), beginAllocateToPool(filter), recordHistory(..., clearHistory,
-// skip_actions)) and checked against the newest main header (snapshot(MempoolId_t,
-// bool include_traces), attachOomRejectionObserver). Both spellings of the
-// members that differ are provided below (see "Version differences").
-// Compiled and run with PyTorch 2.11.0+cu130 (g++ 13.3, H200): see docs/python.md.
+// skip_actions)) and checked against the newest main header
+// (snapshot(MempoolId_t, bool include_traces), attachOomRejectionObserver).
+// Both spellings of the members that differ are provided below (see "Version
+// differences"). Compiled and run with PyTorch 2.11.0+cu130 (g++ 13.3, H200):
+// see docs/python.md.
 //
-// Thread-safety: allocate/raw_delete are lock-free unless graph pools are active;
-// pool bookkeeping, observers and history flags are guarded by mutexes.
-
-#include <torch/extension.h>
+// Thread-safety: allocate/raw_delete are lock-free unless graph pools are
+// active; pool bookkeeping, observers and history flags are guarded by mutexes.
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -39,9 +40,9 @@
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
-
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <torch/extension.h>
 
 #include <algorithm>
 #include <array>
@@ -113,7 +114,8 @@ struct Json {
 
 class JsonReader {
  public:
-  explicit JsonReader(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+  explicit JsonReader(std::string_view text)
+      : p_(text.data()), end_(text.data() + text.size()) {}
 
   bool Parse(Json* out) {
     if (!Value(out)) return false;
@@ -127,7 +129,8 @@ class JsonReader {
   }
   bool Literal(const char* word) {
     size_t n = std::strlen(word);
-    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0) return false;
+    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0)
+      return false;
     p_ += n;
     return true;
   }
@@ -155,24 +158,44 @@ class JsonReader {
       if (p_ >= end_) return false;
       char e = *p_++;
       switch (e) {
-        case '"': s->push_back('"'); break;
-        case '\\': s->push_back('\\'); break;
-        case '/': s->push_back('/'); break;
-        case 'b': s->push_back('\b'); break;
-        case 'f': s->push_back('\f'); break;
-        case 'n': s->push_back('\n'); break;
-        case 'r': s->push_back('\r'); break;
-        case 't': s->push_back('\t'); break;
+        case '"':
+          s->push_back('"');
+          break;
+        case '\\':
+          s->push_back('\\');
+          break;
+        case '/':
+          s->push_back('/');
+          break;
+        case 'b':
+          s->push_back('\b');
+          break;
+        case 'f':
+          s->push_back('\f');
+          break;
+        case 'n':
+          s->push_back('\n');
+          break;
+        case 'r':
+          s->push_back('\r');
+          break;
+        case 't':
+          s->push_back('\t');
+          break;
         case 'u': {
           if (end_ - p_ < 4) return false;
           unsigned cp = 0;
           for (int i = 0; i < 4; ++i) {
             char h = *p_++;
             cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= h - '0';
-            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-            else return false;
+            if (h >= '0' && h <= '9')
+              cp |= h - '0';
+            else if (h >= 'a' && h <= 'f')
+              cp |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F')
+              cp |= h - 'A' + 10;
+            else
+              return false;
           }
           AppendUtf8(s, cp);
           break;
@@ -189,8 +212,9 @@ class JsonReader {
     const char* start = p_;
     bool is_int = true;
     if (p_ < end_ && (*p_ == '-' || *p_ == '+')) ++p_;
-    while (p_ < end_ && (std::isdigit(static_cast<unsigned char>(*p_)) || *p_ == '.' ||
-                         *p_ == 'e' || *p_ == 'E' || *p_ == '-' || *p_ == '+')) {
+    while (p_ < end_ &&
+           (std::isdigit(static_cast<unsigned char>(*p_)) || *p_ == '.' ||
+            *p_ == 'e' || *p_ == 'E' || *p_ == '-' || *p_ == '+')) {
       if (*p_ == '.' || *p_ == 'e' || *p_ == 'E') is_int = false;
       ++p_;
     }
@@ -203,7 +227,8 @@ class JsonReader {
       if (text[0] == '-') {
         out->integer = std::strtoll(text.c_str(), nullptr, 10);
       } else {
-        out->integer = static_cast<int64_t>(std::strtoull(text.c_str(), nullptr, 10));
+        out->integer =
+            static_cast<int64_t>(std::strtoull(text.c_str(), nullptr, 10));
       }
       out->number = static_cast<double>(out->integer);
     } else {
@@ -305,7 +330,8 @@ struct FragfreeApi {
   using LastErrorFn = const char* (*)();
   using RecordHistoryFn = int (*)(int, int, size_t);
   // The C++-ABI graph-pool hooks (exact std::function / std::pair types).
-  using BeginPoolFn = void (*)(int, PoolPair, std::function<bool(cudaStream_t)>);
+  using BeginPoolFn = void (*)(int, PoolPair,
+                               std::function<bool(cudaStream_t)>);
   using EndPoolFn = void (*)(int, PoolPair);
 
   void* handle = nullptr;
@@ -338,7 +364,8 @@ struct FragfreeApi {
   void Load(const std::string& lib_path) {
     path = lib_path;
     handle = dlopen(lib_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    TORCH_CHECK(handle != nullptr, "fragfree: could not dlopen ", lib_path, ": ", dlerror());
+    TORCH_CHECK(handle != nullptr, "fragfree: could not dlopen ", lib_path,
+                ": ", dlerror());
     std::vector<std::string> missing;
     auto need = [&](auto& fn, const char* name) {
       using Fn = std::remove_reference_t<decltype(fn)>;
@@ -355,13 +382,14 @@ struct FragfreeApi {
     need(reset_accumulated_stats, "ff_reset_accumulated_stats");
     need(allocation_size, "ff_allocation_size");
     need(last_error, "ff_last_error");
-    TORCH_CHECK(missing.empty(), "fragfree: ", lib_path, " lacks C API symbols: ",
-                c10::Join(", ", missing));
+    TORCH_CHECK(missing.empty(), "fragfree: ", lib_path,
+                " lacks C API symbols: ", c10::Join(", ", missing));
     snapshot_json = Find<JsonFn>({"ff_snapshot_json"});
     record_history = Find<RecordHistoryFn>({"ff_record_history"});
     begin_pool = Find<BeginPoolFn>({
         "fragfree_begin_allocate_to_pool",
-        "_Z31fragfree_begin_allocate_to_pooliSt4pairIyyESt8functionIFbP11CUstream_stEE",
+        "_Z31fragfree_begin_allocate_to_"
+        "pooliSt4pairIyyESt8functionIFbP11CUstream_stEE",
         "_Z31fragfree_begin_allocate_to_pooliSt4pairIyyESt8functionIFbPvEE",
     });
     end_pool = Find<EndPoolFn>({
@@ -415,9 +443,10 @@ struct FragfreeApi {
 };
 
 // Message pieces as strings. Everything passed to TORCH_CHECK / TORCH_WARN in
-// this file is a string: on the PyTorch 2.11 + g++ 13 machine this was tested on,
-// a C++ extension that formats a number into an ostream (TORCH_CHECK(false, "x",
-// 42)) crashes in the locale's num_put facet, so numbers are formatted here.
+// this file is a string: on the PyTorch 2.11 + g++ 13 machine this was tested
+// on, a C++ extension that formats a number into an ostream (TORCH_CHECK(false,
+// "x", 42)) crashes in the locale's num_put facet, so numbers are formatted
+// here.
 std::string Num(long long v) { return std::to_string(v); }
 
 std::string Ptr(const void* p) {
@@ -435,7 +464,8 @@ std::string Dbl(double v) {
 std::string FormatSize(uint64_t size) {
   char buf[64];
   if (size <= 1024) {
-    std::snprintf(buf, sizeof(buf), "%llu bytes", static_cast<unsigned long long>(size));
+    std::snprintf(buf, sizeof(buf), "%llu bytes",
+                  static_cast<unsigned long long>(size));
   } else if (size <= 1048576) {
     std::snprintf(buf, sizeof(buf), "%.2f KiB", size / 1024.0);
   } else if (size <= 1073741824ULL) {
@@ -541,13 +571,15 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   DataPtr allocate(size_t size) override {
     constexpr size_t one_exa_bytes = 1152921504606846976ULL;
-    TORCH_CHECK_WITH(OutOfMemoryError, size < one_exa_bytes,
-                     "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, size < one_exa_bytes,
+        "CUDA out of memory. Tried to allocate more than 1EB memory.");
     DeviceIndex device = 0;
     C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
     void* ptr = nullptr;
     if (size != 0) {
-      ptr = Malloc(size, device, c10::cuda::getCurrentCUDAStream(device).stream());
+      ptr = Malloc(size, device,
+                   c10::cuda::getCurrentCUDAStream(device).stream());
     }
     return {ptr, ptr, &RawDelete, c10::Device(c10::DeviceType::CUDA, device)};
   }
@@ -558,7 +590,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     if (nbytes == 0) return nullptr;
     DeviceIndex device = 0;
     C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
-    return Malloc(nbytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
+    return Malloc(nbytes, device,
+                  c10::cuda::getCurrentCUDAStream(device).stream());
   }
 
   void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
@@ -570,7 +603,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   void raw_delete(void* ptr) override { Free(ptr); }
 
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
+  void copy_data(void* dest, const void* src,
+                 std::size_t count) const override {
     C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
   }
 
@@ -582,7 +616,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
   bool initialized() override { return initialized_.load(); }
 
-  void enable(bool /*value*/) override {}  // cannot disable (as cudaMallocAsync)
+  void enable(bool /*value*/) override {
+  }  // cannot disable (as cudaMallocAsync)
   bool isEnabled() const override { return true; }
   std::string name() override { return "fragfree"; }
 
@@ -594,7 +629,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   void setMemoryFraction(double fraction, DeviceIndex device) override {
-    TORCH_CHECK(0 <= fraction && fraction <= 1, "invalid fraction:", Dbl(fraction),
+    TORCH_CHECK(0 <= fraction && fraction <= 1,
+                "invalid fraction:", Dbl(fraction),
                 ". Please set within [0, 1].");
     AssertValidDevice(device);
     Check(api_.set_memory_fraction(fraction, device), "ff_set_memory_fraction");
@@ -636,18 +672,22 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     size_t available = device_free;
     Json stats;
     std::string err;
-    if (used_[device].load() && api_.CallJson(api_.stats_json, device, &stats, &err)) {
-      const int64_t cached = std::max<int64_t>(0, stats.int_at("cached_free_bytes"));
+    if (used_[device].load() &&
+        api_.CallJson(api_.stats_json, device, &stats, &err)) {
+      const int64_t cached =
+          std::max<int64_t>(0, stats.int_at("cached_free_bytes"));
       const int64_t reserved = stats.int_at("reserved_bytes.all.current");
       const int64_t limit = stats.int_at("memory_limit_bytes");
       available = device_free + static_cast<size_t>(cached);
       if (limit > 0) {
-        const int64_t headroom = std::max<int64_t>(0, limit - reserved) + cached;
+        const int64_t headroom =
+            std::max<int64_t>(0, limit - reserved) + cached;
         available = std::min(available, static_cast<size_t>(headroom));
       }
     }
     if (fractions_[device] < 1.0) {
-      available = std::min(available, static_cast<size_t>(fractions_[device] * device_total));
+      available = std::min(
+          available, static_cast<size_t>(fractions_[device] * device_total));
     }
     *largestBlock = std::max(*largestBlock, available);
   }
@@ -663,7 +703,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     return ptr;
   }
 
-  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex /*device*/) override {
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(
+      DeviceIndex /*device*/) override {
     TORCH_CHECK(false,
                 "fragfree does not yet support getExpandableSegmentSizes "
                 "(it has no per-stream expandable segments).");
@@ -672,7 +713,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   void recordStream(const DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     void* p = ptr.get();
     if (p == nullptr) return;  // empty tensors have no block
-    const DeviceIndex device = ptr.device().has_index() ? ptr.device().index() : stream.device_index();
+    const DeviceIndex device =
+        ptr.device().has_index() ? ptr.device().index() : stream.device_index();
     Check(api_.record_stream(p, device, stream.stream()), "ff_record_stream");
   }
 
@@ -681,7 +723,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   cca::DeviceStats getDeviceStats(DeviceIndex device) override {
     AssertValidDevice(device);
     cca::DeviceStats stats;
-    if (!used_[device].load()) return stats;  // no allocator (and no context) yet
+    if (!used_[device].load())
+      return stats;  // no allocator (and no context) yet
     Json json;
     std::string err;
     TORCH_CHECK(api_.CallJson(api_.stats_json, device, &json, &err),
@@ -727,7 +770,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   void resetPeakStats(DeviceIndex device) override {
     AssertValidDevice(device);
-    if (used_[device].load()) Check(api_.reset_peak_stats(device), "ff_reset_peak_stats");
+    if (used_[device].load())
+      Check(api_.reset_peak_stats(device), "ff_reset_peak_stats");
   }
 
   // --- snapshots and history ------------------------------------------------
@@ -737,15 +781,18 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     return BuildSnapshot(mempool_id, /*include_traces=*/true);
   }
   // Newer spelling (include_traces). Whichever the base declares is overridden.
-  virtual cca::SnapshotInfo snapshot(MempoolId mempool_id, bool include_traces) {
+  virtual cca::SnapshotInfo snapshot(MempoolId mempool_id,
+                                     bool include_traces) {
     return BuildSnapshot(mempool_id, include_traces);
   }
 
   bool isHistoryEnabled() override { return history_enabled_.load(); }
 
-  void recordHistory(bool enabled, cca::CreateContextFn /*context_recorder*/,
-                     size_t alloc_trace_max_entries, cca::RecordContext /*when*/,
-                     bool clearHistory, const std::vector<std::string>& /*skip_actions*/) override {
+  void recordHistory(
+      bool enabled, cca::CreateContextFn /*context_recorder*/,
+      size_t alloc_trace_max_entries, cca::RecordContext /*when*/,
+      bool clearHistory,
+      const std::vector<std::string>& /*skip_actions*/) override {
     // Python stacks are not recorded: libfragfree's trace has no frames. The
     // request is forwarded to the library's trace ring buffer when it exposes
     // ff_record_history; otherwise traces are whatever FRAGFREE_CONF's
@@ -757,9 +804,12 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
             "ff_record_history");
     } else if (enabled) {
       TORCH_WARN_ONCE(
-          "fragfree: this libfragfree cannot switch its allocation trace on at run "
-          "time (no ff_record_history); snapshots contain the trace configured with "
-          "FRAGFREE_CONF=trace_entries:N (or fragfree.enable(trace_entries=N)).");
+          "fragfree: this libfragfree cannot switch its allocation trace on at "
+          "run "
+          "time (no ff_record_history); snapshots contain the trace configured "
+          "with "
+          "FRAGFREE_CONF=trace_entries:N (or "
+          "fragfree.enable(trace_entries=N)).");
     }
     history_enabled_.store(enabled);
   }
@@ -769,14 +819,17 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     oom_observers_.push_back(std::move(observer));
   }
 
-  void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override {
+  void attachAllocatorTraceTracker(
+      cca::AllocatorTraceTracker tracker) override {
     // Kept alive but never called: libfragfree does not expose its segment
-    // map/unmap events to C++ callers (NCCL's register hook only listens to those).
+    // map/unmap events to C++ callers (NCCL's register hook only listens to
+    // those).
     std::lock_guard<std::mutex> lock(observer_mu_);
     trace_trackers_.push_back(std::move(tracker));
   }
 
-  // --- graph pools ------------------------------------------------------------
+  // --- graph pools
+  // ------------------------------------------------------------
 
   void beginAllocateToPool(DeviceIndex device, MempoolId mempool_id,
                            std::function<bool(cudaStream_t)> filter) override {
@@ -795,7 +848,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       active_filters_.fetch_add(1);
     }
     if (lib_has_pool_hooks()) {
-      api_.begin_pool(device, PoolPair(mempool_id.first, mempool_id.second), std::move(filter));
+      api_.begin_pool(device, PoolPair(mempool_id.first, mempool_id.second),
+                      std::move(filter));
     }
   }
 
@@ -804,9 +858,11 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     {
       std::lock_guard<std::mutex> lock(pool_mu_);
       auto& list = captures_[device];
-      auto it = std::find_if(list.begin(), list.end(),
-                             [&](const auto& e) { return e.first == mempool_id; });
-      TORCH_CHECK(it != list.end(), "endAllocatePool: not currently recording to mempool_id");
+      auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) {
+        return e.first == mempool_id;
+      });
+      TORCH_CHECK(it != list.end(),
+                  "endAllocatePool: not currently recording to mempool_id");
       list.erase(it);
       active_filters_.fetch_sub(1);
     }
@@ -826,7 +882,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       if (it == pools_.end()) return;
       PoolInfo& pool = it->second;
       pool.use_count -= 1;
-      TORCH_INTERNAL_ASSERT(pool.use_count >= 0, "fragfree: pool use count below zero");
+      TORCH_INTERNAL_ASSERT(pool.use_count >= 0,
+                            "fragfree: pool use count below zero");
       if (pool.lib_refs > 0) {
         pool.lib_refs -= 1;
         forward = true;
@@ -837,7 +894,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         if (pool.live.empty()) pools_.erase(it);
       }
     }
-    if (forward) api_.release_pool(device, PoolPair(mempool_id.first, mempool_id.second));
+    if (forward)
+      api_.release_pool(device, PoolPair(mempool_id.first, mempool_id.second));
     for (void* p : to_free) LibFree(p);
   }
 
@@ -847,17 +905,20 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     return it == pools_.end() ? 0 : it->second.use_count;
   }
 
-  void createOrIncrefPool(DeviceIndex device, MempoolId mempool_id,
-                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
-    TORCH_CHECK(allocator == nullptr,
-                "fragfree: torch.cuda.MemPool(allocator=...) is not supported while "
-                "fragfree is PyTorch's CUDA allocator; create MemPool() without an "
-                "allocator (its memory then comes from fragfree).");
+  void createOrIncrefPool(
+      DeviceIndex device, MempoolId mempool_id,
+      std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    TORCH_CHECK(
+        allocator == nullptr,
+        "fragfree: torch.cuda.MemPool(allocator=...) is not supported while "
+        "fragfree is PyTorch's CUDA allocator; create MemPool() without an "
+        "allocator (its memory then comes from fragfree).");
     std::lock_guard<std::mutex> lock(pool_mu_);
     pools_[PoolKey{device, mempool_id}].use_count += 1;
   }
 
-  void setUseOnOOM(DeviceIndex /*device*/, MempoolId /*mempool_id*/, bool /*use_on_oom*/) override {
+  void setUseOnOOM(DeviceIndex /*device*/, MempoolId /*mempool_id*/,
+                   bool /*use_on_oom*/) override {
     // fragfree already uses every free page of every pool before declaring
     // OOM-free memory scarce; nothing to configure.
   }
@@ -868,8 +929,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     // split neighbour in the way native no_split pools guard against.
   }
 
-  bool checkPoolLiveAllocations(DeviceIndex device, MempoolId mempool_id,
-                                const std::unordered_set<void*>& expected) override {
+  bool checkPoolLiveAllocations(
+      DeviceIndex device, MempoolId mempool_id,
+      const std::unordered_set<void*>& expected) override {
     std::lock_guard<std::mutex> lock(pool_mu_);
     auto it = pools_.find(PoolKey{device, mempool_id});
     if (it == pools_.end()) return expected.empty();
@@ -881,8 +943,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     return true;
   }
 
-  std::shared_ptr<cca::AllocatorState> getCheckpointState(DeviceIndex device,
-                                                          MempoolId id) override {
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(
+      DeviceIndex device, MempoolId id) override {
     auto state = std::make_shared<FragfreePoolState>();
     state->device = device;
     state->id = id;
@@ -895,7 +957,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         state->live.assign(pool.live.begin(), pool.live.end());
         for (const auto& kv : state->live) state->ptrs.insert(kv.first);
         pool.checkpoints.push_back(state);
-        CollectReleasable(pool, &to_free);  // held for checkpoints since dropped
+        CollectReleasable(pool,
+                          &to_free);  // held for checkpoints since dropped
       }
     }
     for (void* p : to_free) LibFree(p);
@@ -903,32 +966,40 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   // Restores a pool to a checkpoint (cudagraph trees switching paths). Native
-  // frees every live block of the pool and re-creates the checkpoint's blocks at
-  // their addresses. fragfree keeps allocations that are live in both, frees
+  // frees every live block of the pool and re-creates the checkpoint's blocks
+  // at their addresses. fragfree keeps allocations that are live in both, frees
   // those live only now, and revives those live only in the checkpoint from the
-  // pool's held blocks: a block a live checkpoint refers to is never returned to
-  // libfragfree when PyTorch frees it (MustHold), so it is still at its address.
-  cca::CheckpointDelta setCheckpointPoolState(DeviceIndex device,
-                                              std::shared_ptr<cca::AllocatorState> pps) override {
+  // pool's held blocks: a block a live checkpoint refers to is never returned
+  // to libfragfree when PyTorch frees it (MustHold), so it is still at its
+  // address.
+  cca::CheckpointDelta setCheckpointPoolState(
+      DeviceIndex device, std::shared_ptr<cca::AllocatorState> pps) override {
     auto state = std::dynamic_pointer_cast<FragfreePoolState>(pps);
-    TORCH_CHECK(state != nullptr, "fragfree: setCheckpointPoolState got a state it did not create");
-    TORCH_CHECK(state->device == device, "fragfree: checkpoint state belongs to device ",
+    TORCH_CHECK(
+        state != nullptr,
+        "fragfree: setCheckpointPoolState got a state it did not create");
+    TORCH_CHECK(state->device == device,
+                "fragfree: checkpoint state belongs to device ",
                 Num(state->device));
     cca::CheckpointDelta delta;
     std::vector<void*> to_free;
     {
       std::lock_guard<std::mutex> lock(pool_mu_);
       PoolInfo& pool = pools_[PoolKey{device, state->id}];
-      std::unordered_map<void*, AllocInfo> wanted(state->live.begin(), state->live.end());
+      std::unordered_map<void*, AllocInfo> wanted(state->live.begin(),
+                                                  state->live.end());
       // Revivals first, so that a failure leaves the pool untouched.
       for (const auto& kv : wanted) {
         if (pool.live.count(kv.first)) continue;
-        TORCH_CHECK(pool.deferred.count(kv.first),
-                    "fragfree: cannot restore this CUDA graph pool checkpoint: block ",
-                    Ptr(kv.first), " was returned to libfragfree since the checkpoint "
-                    "was taken (was the pool released?), so it cannot be revived at its "
-                    "address. As a workaround set "
-                    "torch._inductor.config.triton.cudagraph_trees = False.");
+        TORCH_CHECK(
+            pool.deferred.count(kv.first),
+            "fragfree: cannot restore this CUDA graph pool checkpoint: block ",
+            Ptr(kv.first),
+            " was returned to libfragfree since the checkpoint "
+            "was taken (was the pool released?), so it cannot be revived at "
+            "its "
+            "address. As a workaround set "
+            "torch._inductor.config.triton.cudagraph_trees = False.");
       }
       for (auto it = pool.live.begin(); it != pool.live.end();) {
         delta.ptrs_freed.push_back(it->first);
@@ -952,8 +1023,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
           pool.live.emplace(kv.first, kv.second);
           ptr_pool_[kv.first] = PoolKey{device, state->id};
         }
-        delta.dataptrs_allocd.emplace_back(kv.first, kv.first, &RawDelete,
-                                           c10::Device(c10::DeviceType::CUDA, device));
+        delta.dataptrs_allocd.emplace_back(
+            kv.first, kv.first, &RawDelete,
+            c10::Device(c10::DeviceType::CUDA, device));
       }
       CollectReleasable(pool, &to_free);
       pool_ptrs_.store(ptr_pool_.size());
@@ -965,20 +1037,22 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   // --- IPC, peers, copies ---------------------------------------------------
 
   cca::ShareableHandle shareIpcHandle(void* /*ptr*/) override {
-    TORCH_CHECK(false,
-                "fragfree does not yet support shareIpcHandle (sharing CUDA tensors "
-                "between processes). If you need it, please file an issue.");
+    TORCH_CHECK(
+        false,
+        "fragfree does not yet support shareIpcHandle (sharing CUDA tensors "
+        "between processes). If you need it, please file an issue.");
   }
 
   std::shared_ptr<void> getIpcDevPtr(std::string /*handle*/) override {
-    TORCH_CHECK(false,
-                "fragfree does not yet support getIpcDevPtr (opening CUDA tensors of "
-                "another process). If you need it, please file an issue.");
+    TORCH_CHECK(
+        false,
+        "fragfree does not yet support getIpcDevPtr (opening CUDA tensors of "
+        "another process). If you need it, please file an issue.");
   }
 
   void enablePeerAccess(DeviceIndex dev, DeviceIndex dev_to_access) override {
-    // As CUDAPluggableAllocator: enables context peer access. Mapping fragfree's
-    // pages for the peer (cuMemSetAccess) is libfragfree's job.
+    // As CUDAPluggableAllocator: enables context peer access. Mapping
+    // fragfree's pages for the peer (cuMemSetAccess) is libfragfree's job.
     c10::cuda::CUDAGuard guard(dev);
     cudaError_t err = cudaDeviceEnablePeerAccess(dev_to_access, 0);
     if (err == cudaErrorPeerAccessAlreadyEnabled) {
@@ -988,8 +1062,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     }
   }
 
-  cudaError_t memcpyAsync(void* dst, int dstDevice, const void* src, int srcDevice,
-                          size_t count, cudaStream_t stream, bool p2p_enabled) override {
+  cudaError_t memcpyAsync(void* dst, int dstDevice, const void* src,
+                          int srcDevice, size_t count, cudaStream_t stream,
+                          bool p2p_enabled) override {
     // VMM memory cannot be copied across devices with cudaMemcpyAsync unless
     // peer access is on (as cudaMallocAsync / expandable segments).
     if (p2p_enabled || dstDevice == srcDevice) {
@@ -1002,10 +1077,12 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   void Free(void* ptr) {
     if (ptr == nullptr) return;
-    if (deferred_count_.load(std::memory_order_relaxed) > 0 && active_filters_.load() == 0) {
+    if (deferred_count_.load(std::memory_order_relaxed) > 0 &&
+        active_filters_.load() == 0) {
       FlushDeferredCaptureFrees();
     }
-    if (pool_ptrs_.load(std::memory_order_acquire) > 0 || active_filters_.load() > 0) {
+    if (pool_ptrs_.load(std::memory_order_acquire) > 0 ||
+        active_filters_.load() > 0) {
       std::lock_guard<std::mutex> lock(pool_mu_);
       auto owner = ptr_pool_.find(ptr);
       if (owner != ptr_pool_.end()) {
@@ -1021,7 +1098,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
             pool.deferred.emplace(ptr, info);
             return;
           }
-          if (pool.use_count <= 0 && pool.live.empty() && pool.deferred.empty()) {
+          if (pool.use_count <= 0 && pool.live.empty() &&
+              pool.deferred.empty()) {
             pools_.erase(pit);
           }
         }
@@ -1042,8 +1120,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
  private:
   // Whether a freed block `p` of `pool` must stay allocated in libfragfree:
   // without the library's pool hooks the graph may still replay into it (until
-  // the pool is released); and a live checkpoint (cudagraph trees) may revive it
-  // at its address. Caller holds pool_mu_.
+  // the pool is released); and a live checkpoint (cudagraph trees) may revive
+  // it at its address. Caller holds pool_mu_.
   bool MustHold(PoolInfo& pool, void* p) {
     if (!lib_has_pool_hooks() && pool.use_count > 0) return true;
     bool referenced = false;
@@ -1073,7 +1151,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   void AssertValidDevice(DeviceIndex device) const {
-    TORCH_CHECK(0 <= device && device < std::max(device_count_, 1) && device < kMaxDevices,
+    TORCH_CHECK(0 <= device && device < std::max(device_count_, 1) &&
+                    device < kMaxDevices,
                 "fragfree: invalid device index ", Num(device));
   }
 
@@ -1084,7 +1163,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   void LibFree(void* ptr) {
     if (api_.free(ptr, -1) != 0) {
       // Never throw from a deleter (it runs in destructors).
-      TORCH_WARN("fragfree: ff_free(", Ptr(ptr), ") failed: ", api_.LastError());
+      TORCH_WARN("fragfree: ff_free(", Ptr(ptr),
+                 ") failed: ", api_.LastError());
     }
   }
 
@@ -1095,8 +1175,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       return false;
     }
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaError_t err =
-        cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device).stream(), &status);
+    cudaError_t err = cudaStreamIsCapturing(
+        c10::cuda::getCurrentCUDAStream(device).stream(), &status);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -1155,7 +1235,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         (void)cudaGetLastError();
       }
     }
-    (void)cudaGetLastError();  // clear any sticky allocation error, as native does
+    (void)cudaGetLastError();  // clear any sticky allocation error, as native
+                               // does
     int64_t allocated = 0, reserved = 0;
     Json stats;
     std::string err;
@@ -1164,28 +1245,35 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       reserved = stats.int_at("reserved_bytes.all.current");
     }
     const double fraction = fractions_[device];
-    const size_t allowed = fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
+    const size_t allowed =
+        fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
     std::vector<cca::OutOfMemoryObserver> observers;
     {
       std::lock_guard<std::mutex> lock(observer_mu_);
       observers = oom_observers_;
     }
-    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), static_cast<size_t>(allocated),
-                                     static_cast<size_t>(reserved),
-                                     c10::Device(c10::DeviceType::CUDA, device));
+    c10::reportOutOfMemoryToProfiler(
+        static_cast<int64_t>(size), static_cast<size_t>(allocated),
+        static_cast<size_t>(reserved),
+        c10::Device(c10::DeviceType::CUDA, device));
     for (const auto& obs : observers) {
       obs(device, size, allowed ? allowed : device_total, device_free);
     }
-    const std::string allowed_info = allowed ? FormatSize(allowed) + " allowed; " : "";
+    const std::string allowed_info =
+        allowed ? FormatSize(allowed) + " allowed; " : "";
     TORCH_CHECK_WITH(
-        OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", FormatSize(size),
-        ". GPU ", Num(device), " has a total capacity of ", FormatSize(device_total),
-        " of which ", FormatSize(device_free), " is free. ", allowed_info,
-        "Of the allocated memory ", FormatSize(static_cast<uint64_t>(allocated)),
+        OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ",
+        FormatSize(size), ". GPU ", Num(device), " has a total capacity of ",
+        FormatSize(device_total), " of which ", FormatSize(device_free),
+        " is free. ", allowed_info, "Of the allocated memory ",
+        FormatSize(static_cast<uint64_t>(allocated)),
         " is allocated by PyTorch, and ",
-        FormatSize(static_cast<uint64_t>(std::max<int64_t>(0, reserved - allocated))),
-        " is reserved by PyTorch but unallocated (allocator: fragfree, which can remap "
-        "all of it).", detail.empty() ? "" : "\nfragfree: ", detail);
+        FormatSize(
+            static_cast<uint64_t>(std::max<int64_t>(0, reserved - allocated))),
+        " is reserved by PyTorch but unallocated (allocator: fragfree, which "
+        "can remap "
+        "all of it).",
+        detail.empty() ? "" : "\nfragfree: ", detail);
   }
 
   cca::SnapshotInfo BuildSnapshot(MempoolId mempool_id, bool include_traces) {
@@ -1194,7 +1282,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     result.device_traces.resize(ndev);
     if (api_.snapshot_json == nullptr) {
       TORCH_WARN_ONCE(
-          "fragfree: this libfragfree has no ff_snapshot_json; memory snapshots are empty.");
+          "fragfree: this libfragfree has no ff_snapshot_json; memory "
+          "snapshots are empty.");
       return result;
     }
     const auto now = c10::getApproximateTime();
@@ -1204,37 +1293,48 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       std::string err;
       TORCH_CHECK(api_.CallJson(api_.snapshot_json, d, &json, &err),
                   "fragfree: ff_snapshot_json(", Num(d), ") failed: ", err);
-      if (const Json* segs = json.get("segments"); segs && segs->type == Json::kArray) {
+      if (const Json* segs = json.get("segments");
+          segs && segs->type == Json::kArray) {
         for (const Json& s : segs->array) {
           cca::SegmentInfo seg;
           seg.device = static_cast<decltype(seg.device)>(s.int_at("device", d));
           seg.address = static_cast<decltype(seg.address)>(s.int_at("address"));
-          seg.total_size = static_cast<decltype(seg.total_size)>(s.int_at("total_size"));
-          seg.requested_size =
-              static_cast<decltype(seg.requested_size)>(s.int_at("requested_size"));
-          seg.allocated_size =
-              static_cast<decltype(seg.allocated_size)>(s.int_at("allocated_size"));
-          seg.active_size = static_cast<decltype(seg.active_size)>(s.int_at("active_size"));
-          seg.stream = reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(s.int_at("stream")));
+          seg.total_size =
+              static_cast<decltype(seg.total_size)>(s.int_at("total_size"));
+          seg.requested_size = static_cast<decltype(seg.requested_size)>(
+              s.int_at("requested_size"));
+          seg.allocated_size = static_cast<decltype(seg.allocated_size)>(
+              s.int_at("allocated_size"));
+          seg.active_size =
+              static_cast<decltype(seg.active_size)>(s.int_at("active_size"));
+          seg.stream = reinterpret_cast<cudaStream_t>(
+              static_cast<intptr_t>(s.int_at("stream")));
           seg.is_large = s.str_at("segment_type") != "small";
-          if (const Json* e = s.get("is_expandable")) seg.is_expandable = e->as_int(1) != 0;
-          else seg.is_expandable = true;
+          if (const Json* e = s.get("is_expandable"))
+            seg.is_expandable = e->as_int(1) != 0;
+          else
+            seg.is_expandable = true;
           if (const Json* pid = s.get("segment_pool_id");
               pid && pid->type == Json::kArray && pid->array.size() == 2) {
             seg.owner_private_pool_id = {
                 static_cast<unsigned long long>(pid->array[0].as_int()),
                 static_cast<unsigned long long>(pid->array[1].as_int())};
           }
-          if (mempool_id != MempoolId{0, 0} && seg.owner_private_pool_id != mempool_id) continue;
-          if (const Json* blocks = s.get("blocks"); blocks && blocks->type == Json::kArray) {
+          if (mempool_id != MempoolId{0, 0} &&
+              seg.owner_private_pool_id != mempool_id)
+            continue;
+          if (const Json* blocks = s.get("blocks");
+              blocks && blocks->type == Json::kArray) {
             for (const Json& b : blocks->array) {
               cca::BlockInfo block;
               block.size = static_cast<decltype(block.size)>(b.int_at("size"));
               block.requested_size =
-                  static_cast<decltype(block.requested_size)>(b.int_at("requested_size"));
+                  static_cast<decltype(block.requested_size)>(
+                      b.int_at("requested_size"));
               const std::string state = b.str_at("state");
               block.allocated = state == "active_allocated";
-              block.active = state == "active_allocated" || state == "active_pending_free";
+              block.active =
+                  state == "active_allocated" || state == "active_pending_free";
               seg.blocks.push_back(std::move(block));
             }
           }
@@ -1243,25 +1343,39 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       }
       if (!include_traces) continue;
       const Json* traces = json.get("device_traces");
-      if (traces == nullptr || traces->type != Json::kArray || traces->array.empty()) continue;
+      if (traces == nullptr || traces->type != Json::kArray ||
+          traces->array.empty())
+        continue;
       const Json& mine =
-          traces->array.size() == 1 ? traces->array[0]
-                                    : traces->array[std::min<size_t>(d, traces->array.size() - 1)];
+          traces->array.size() == 1
+              ? traces->array[0]
+              : traces->array[std::min<size_t>(d, traces->array.size() - 1)];
       if (mine.type != Json::kArray) continue;
       for (const Json& e : mine.array) {
         const std::string action = e.str_at("action");
         cca::TraceEntry::Action a;
-        if (action == "alloc") a = cca::TraceEntry::ALLOC;
-        else if (action == "free_requested") a = cca::TraceEntry::FREE_REQUESTED;
-        else if (action == "free_completed") a = cca::TraceEntry::FREE_COMPLETED;
-        else if (action == "segment_alloc") a = cca::TraceEntry::SEGMENT_ALLOC;
-        else if (action == "segment_free") a = cca::TraceEntry::SEGMENT_FREE;
-        else if (action == "segment_map") a = cca::TraceEntry::SEGMENT_MAP;
-        else if (action == "segment_unmap") a = cca::TraceEntry::SEGMENT_UNMAP;
-        else if (action == "snapshot") a = cca::TraceEntry::SNAPSHOT;
-        else if (action == "oom") a = cca::TraceEntry::OOM;
-        else continue;
-        const int64_t addr = a == cca::TraceEntry::OOM ? e.int_at("device_free") : e.int_at("addr");
+        if (action == "alloc")
+          a = cca::TraceEntry::ALLOC;
+        else if (action == "free_requested")
+          a = cca::TraceEntry::FREE_REQUESTED;
+        else if (action == "free_completed")
+          a = cca::TraceEntry::FREE_COMPLETED;
+        else if (action == "segment_alloc")
+          a = cca::TraceEntry::SEGMENT_ALLOC;
+        else if (action == "segment_free")
+          a = cca::TraceEntry::SEGMENT_FREE;
+        else if (action == "segment_map")
+          a = cca::TraceEntry::SEGMENT_MAP;
+        else if (action == "segment_unmap")
+          a = cca::TraceEntry::SEGMENT_UNMAP;
+        else if (action == "snapshot")
+          a = cca::TraceEntry::SNAPSHOT;
+        else if (action == "oom")
+          a = cca::TraceEntry::OOM;
+        else
+          continue;
+        const int64_t addr = a == cca::TraceEntry::OOM ? e.int_at("device_free")
+                                                       : e.int_at("addr");
         MempoolId pool{0, 0};
         if (const Json* pid = e.get("pool_id");
             pid && pid->type == Json::kArray && pid->array.size() == 2) {
@@ -1274,8 +1388,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         result.device_traces[d].emplace_back(
             a, static_cast<DeviceIndex>(d), static_cast<size_t>(addr),
             static_cast<size_t>(e.int_at("size")),
-            reinterpret_cast<cudaStream_t>(static_cast<intptr_t>(e.int_at("stream"))), pool,
-            now);
+            reinterpret_cast<cudaStream_t>(
+                static_cast<intptr_t>(e.int_at("stream"))),
+            pool, now);
       }
     }
     return result;
@@ -1295,7 +1410,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   std::mutex pool_mu_;
   std::atomic<int> active_filters_{0};
   std::atomic<size_t> pool_ptrs_{0};
-  std::array<std::vector<std::pair<MempoolId, std::function<bool(cudaStream_t)>>>, kMaxDevices>
+  std::array<
+      std::vector<std::pair<MempoolId, std::function<bool(cudaStream_t)>>>,
+      kMaxDevices>
       captures_;
   std::map<PoolKey, PoolInfo> pools_;
   std::unordered_map<void*, PoolKey> ptr_pool_;
@@ -1312,8 +1429,9 @@ void RawDelete(void* ptr) { g_allocator->Free(ptr); }
 
 pybind11::dict Features() {
   pybind11::dict d;
-  d["installed"] = g_allocator != nullptr &&
-                   cca::allocator.load() == static_cast<cca::CUDAAllocator*>(g_allocator);
+  d["installed"] =
+      g_allocator != nullptr &&
+      cca::allocator.load() == static_cast<cca::CUDAAllocator*>(g_allocator);
   if (g_allocator != nullptr) {
     d["library"] = g_allocator->api().path;
     d["pool_hooks"] = g_allocator->lib_has_pool_hooks();
@@ -1329,17 +1447,21 @@ pybind11::dict Install(const std::string& lib_path) {
   cca::CUDAAllocator* current = cca::allocator.load();
   if (g_allocator != nullptr && current == g_allocator) return Features();
   TORCH_CHECK(g_allocator == nullptr,
-              "fragfree: the native adapter was installed and later replaced; it cannot "
+              "fragfree: the native adapter was installed and later replaced; "
+              "it cannot "
               "be installed twice in one process");
-  TORCH_CHECK(current == nullptr || !current->initialized(),
-              "fragfree: PyTorch's CUDA allocator (", current ? current->name() : "none",
-              ") is already initialised, so it cannot be replaced. Call "
-              "fragfree.enable(mode=\"native\") before any CUDA work (before the first "
-              "CUDA tensor, torch.cuda.init() or torch.cuda.MemPool()).");
+  TORCH_CHECK(
+      current == nullptr || !current->initialized(),
+      "fragfree: PyTorch's CUDA allocator (",
+      current ? current->name() : "none",
+      ") is already initialised, so it cannot be replaced. Call "
+      "fragfree.enable(mode=\"native\") before any CUDA work (before the first "
+      "CUDA tensor, torch.cuda.init() or torch.cuda.MemPool()).");
   g_allocator = new FragfreeAllocator(lib_path);
   cca::allocator.store(g_allocator);
-  // Also serve c10::GetAllocator(kCUDA) / getDeviceAllocator(kCUDA) (torch.accelerator
-  // memory APIs), which the native backend registered at priority 0.
+  // Also serve c10::GetAllocator(kCUDA) / getDeviceAllocator(kCUDA)
+  // (torch.accelerator memory APIs), which the native backend registered at
+  // priority 0.
   c10::SetAllocator(c10::DeviceType::CUDA, g_allocator, /*priority=*/0);
   return Features();
 }
@@ -1347,7 +1469,8 @@ pybind11::dict Install(const std::string& lib_path) {
 }  // namespace fragfree_native
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "fragfree's native-API adapter: PyTorch's CUDAAllocator over libfragfree";
+  m.doc() =
+      "fragfree's native-API adapter: PyTorch's CUDAAllocator over libfragfree";
   m.def("install", &fragfree_native::Install, pybind11::arg("lib_path"),
         "Make fragfree PyTorch's CUDA allocator (before CUDA is initialised).");
   m.def("features", &fragfree_native::Features,
