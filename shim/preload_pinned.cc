@@ -1,9 +1,9 @@
 // The interposed pinned-host calls: cudaMallocHost, cudaHostAlloc and
-// cudaFreeHost. For now they are forwarded to the CUDA runtime and counted
-// (allocations, frees, live and peak bytes; GetPinnedCounters feeds the exit
-// summary). PinnedAlloc and PinnedFree are the one place where a pinned pool
-// (large registered chunks instead of one pinning call per request) will plug
-// in.
+// cudaFreeHost. fragfree's pinned pool (shim/host_api.h: large chunks pinned
+// once, docs/host.md) serves them when it takes the call; otherwise (pool off
+// with serve_preload:False, write-combined, no pool) they go to the CUDA
+// runtime. Either way they are counted (allocations, frees, live and peak
+// bytes; GetPinnedCounters feeds the exit summary).
 // Thread-safety: the live table is guarded by a std::mutex that the fork
 // handlers hold across fork(); no lock is held while calling the runtime.
 #include <cuda_runtime_api.h>
@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "shim/host_api.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
 
@@ -73,7 +74,10 @@ void NoteFree(void* ptr, int64_t size, bool freed) {
 cudaError_t PinnedAlloc(void** ptr, size_t size, unsigned int flags,
                         bool host_alloc) {
   cudaError_t err;
-  if (host_alloc) {
+  int pool_error = cudaSuccess;
+  if (Active() && ServePinnedHostAlloc(ptr, size, flags, &pool_error)) {
+    err = cudaError_t(pool_error);
+  } else if (host_alloc) {
     auto real = Real().cudaHostAlloc.get();
     err = real != nullptr ? real(ptr, size, flags) : kNoRuntime;
   } else {
@@ -93,7 +97,10 @@ cudaError_t PinnedFree(void* ptr) {
   if (real == nullptr) return kNoRuntime;
   if (!Active() || ptr == nullptr) return real(ptr);
   const int64_t size = TakeLive(ptr);
-  cudaError_t err = real(ptr);
+  int pool_error = cudaSuccess;
+  cudaError_t err = ServePinnedHostFree(ptr, &pool_error)
+                        ? cudaError_t(pool_error)
+                        : real(ptr);
   NoteFree(ptr, size, err == cudaSuccess);
   return err;
 }

@@ -1,46 +1,96 @@
 #!/usr/bin/env bash
-# The whole GPU suite, run on a machine with an NVIDIA GPU from a prebuilt bundle
+# The GPU suite, run on a machine with an NVIDIA GPU from a prebuilt bundle
 # (scripts/make_gpu_bundle.sh packs build outputs and their shared-library deps
-# into .carry/gpu). Logs go to $OUT (or ./gpu-out); a summary table prints last.
-#   bench/gpu/run_gpu_suite.sh [.carry/gpu]
+# into .carry/gpu). Logs go to $OUT (or ./gpu-out); a summary prints last.
+#   bench/gpu/run_gpu_suite.sh [BUNDLE] [SECTION...]
+# Sections (default: tests bench python oom viz pinned patterns):
+#   tests     every *_test binary of the bundle (conformance, stress, preload on
+#             the CUDA backend included)
+#   bench     the hot path on the CUDA backend (malloc_free_bench)
+#   python    integrations/python/tests/gpu_smoke.py, both modes
+#   oom       bench/gpu/oom_examples.py: the two deliberate OOMs and reports
+#   viz       a GPT-2 run under LD_PRELOAD whose exit snapshot (written by the
+#             library) goes through python -m torch.cuda._memory_viz
+#   pinned    bench/gpu/pinned_offload.py (footprint and bandwidth)
+#   patterns  bench/gpu/patterns.py --pattern generate (a trace for replay)
+#   train     bench/gpu/train_matrix.py (losses, U_alloc, step time, leaks)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B="${1:-.carry/gpu}"
+shift || true
+SECTIONS="${*:-tests bench python oom viz pinned patterns}"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B/lib:$PWD/$B/deps:${LD_LIBRARY_PATH:-}"
+export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-/tmp/fragfree_torch_ext}"
 LIB="$PWD/$B/lib/libfragfree.so"
+export FRAGFREE_LIBRARY="$LIB"
 declare -a ROWS
-row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
-run() {  # name, command...
-  local name="$1"; shift
+row() { ROWS+=("$(printf '%-40s %s' "$1" "$2")"); }
+run() {  # name, timeout seconds, command...
+  local name="$1" limit="$2"; shift 2
   local t0=$(date +%s)
-  if "$@" >"$OUT/$name.log" 2>&1; then row "$name" "PASS ($(( $(date +%s) - t0 ))s)";
-  else row "$name" "FAIL rc=$? (see $name.log)"; tail -20 "$OUT/$name.log"; fi
+  if timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; then
+    row "$name" "PASS ($(( $(date +%s) - t0 ))s)"
+  else
+    row "$name" "FAIL rc=$? ($(( $(date +%s) - t0 ))s, see $name.log)"
+    tail -8 "$OUT/$name.log"
+  fi
 }
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 python3 -c 'import torch;print("torch",torch.__version__,"cuda",torch.version.cuda)' >> "$OUT/gpu.txt" 2>&1
 
-for t in "$B"/bin/*_test; do
-  [ -x "$t" ] || continue
-  run "$(basename "$t")" "$t"
-done
-run bench_cuda env FRAGFREE_BENCH_BACKEND=cuda "$B/bin/malloc_free_bench" --benchmark_min_time=0.3
-grep -E "^BM_" "$OUT/bench_cuda.log" | awk '{print "  " $1, $0}' | sed 's/  BM_[^ ]* //' > "$OUT/bench_cuda.txt"
-
-# Training: PyTorch's default allocator, expandable segments, fragfree (pluggable).
-T="python3 bench/gpu/train.py --steps ${TRAIN_STEPS:-12}"
-for model in gpt2 llama; do
-  extra=""; [ "$model" = llama ] && extra="--ckpt --batch 16"
-  run "train_${model}_native" $T --model $model $extra --label native
-  run "train_${model}_expandable" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $T --model $model $extra --label expandable
-  run "train_${model}_fragfree" env FRAGFREE_CONF=stats_at_exit:True $T --model $model $extra --plug "$LIB" --label fragfree
-done
+if has tests; then
+  for t in "$B"/bin/*_test; do
+    [ -x "$t" ] || continue
+    run "$(basename "$t")" 180 "$t"
+  done
+fi
+if has bench; then
+  run bench_cuda 120 env FRAGFREE_BENCH_BACKEND=cuda "$B/bin/malloc_free_bench" --benchmark_min_time=0.2s
+fi
+if has python; then
+  run python_gpu_smoke 330 python3 integrations/python/tests/gpu_smoke.py --timeout 120
+fi
+if has oom; then
+  for c in activations persistent; do
+    run "oom_$c" 150 python3 bench/gpu/oom_examples.py --case $c --out "$OUT/oom_$c"
+  done
+fi
+if has viz; then
+  V="$OUT/viz"; mkdir -p "$V"
+  run viz_train_preload 120 env LD_PRELOAD="$LIB" \
+    FRAGFREE_CONF="trace_entries:300000,snapshot_path:$V/preload_exit.pickle,stats_at_exit:True" \
+    python3 bench/gpu/train_check.py --mode preload --model gpt2 --steps 12
+  run viz_stats 60 python3 -m torch.cuda._memory_viz stats "$V/preload_exit.pickle"
+  run viz_trace_plot 60 python3 -m torch.cuda._memory_viz trace_plot "$V/preload_exit.pickle" -o "$V/trace_plot.html"
+  run viz_segment_plot 60 python3 -m torch.cuda._memory_viz segment_plot "$V/preload_exit.pickle" -o "$V/segment_plot.html"
+fi
+if has pinned; then
+  run pinned_offload 150 python3 bench/gpu/pinned_offload.py --lib "$LIB"
+  run pinned_bandwidth 90 python3 bench/gpu/pinned_offload.py --lib "$LIB" --bandwidth
+fi
+if has patterns; then
+  run pattern_generate 120 python3 bench/gpu/patterns.py --out "$OUT/patterns" --pattern generate --steps 6
+fi
+if has train; then
+  run train_matrix 590 python3 bench/gpu/train_matrix.py --lib "$LIB" --out "$OUT/train" \
+    --steps "${TRAIN_STEPS:-100}" ${TRAIN_CONFIGS:+--configs "$TRAIN_CONFIGS"} ${TRAIN_MODES:+--modes "$TRAIN_MODES"}
+fi
 
 echo
-echo "== GPU suite $(date -u +%F) on $(head -1 "$OUT/gpu.txt") =="
+echo "== GPU suite $(date -u +%F) on $(head -1 "$OUT/gpu.txt"): $SECTIONS =="
 printf '%s\n' "${ROWS[@]}"
-echo "-- hot path, CUDA backend (free+alloc pair) --"
-grep -E "^BM_" "$OUT/bench_cuda.log" | sed -E 's/ +/ /g' | cut -c1-150
-echo "-- training (RESULT lines) --"
-grep -h "^RESULT" "$OUT"/train_*.log | sed 's/^RESULT //' | cut -c1-400
+if has bench; then
+  echo "-- hot path, CUDA backend (free+alloc pair) --"
+  grep -E "^BM_" "$OUT/bench_cuda.log" | sed -E 's/ +/ /g' | cut -c1-160
+fi
+has python && grep -E "^(PASS|FAIL)|checks passed" "$OUT/python_gpu_smoke.log" | cut -c1-200
+has oom && grep -h "^RESULT" "$OUT"/oom_*.log | cut -c1-900
+has viz && grep -h "^RESULT" "$OUT/viz_train_preload.log" | cut -c1-400 && head -c 600 "$OUT/viz_stats.log"
+has pinned && tail -15 "$OUT/pinned_offload.log" && tail -12 "$OUT/pinned_bandwidth.log"
+has patterns && grep -h "RESULT" "$OUT/pattern_generate.log" | cut -c1-300
+has train && tail -20 "$OUT/train_matrix.log"
+grep -h "stress:" "$OUT"/stress_cuda_test.log 2>/dev/null | cut -c1-400
+exit 0

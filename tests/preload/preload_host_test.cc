@@ -341,16 +341,29 @@ void CheckOom() {
   ff.set_error_handler(nullptr, nullptr);
 }
 
+// Pinned host calls are served by fragfree's pinned pool (pinning emulated
+// here): no runtime call, usable memory; a write-combined request is not the
+// pool's and goes to the runtime.
 void CheckPinned() {
   void* h1 = nullptr;
   void* h2 = nullptr;
   CHECK_EQ(cudaHostAlloc(&h1, 1 << 20, cudaHostAllocDefault), cudaSuccess);
   CHECK_EQ(cudaMallocHost(&h2, 4096), cudaSuccess);
-  CHECK_EQ(fake_calls("cudaHostAlloc"), 1);
-  CHECK_EQ(fake_calls("cudaMallocHost"), 1);
+  CHECK_EQ(fake_calls("cudaHostAlloc"), 0);
+  CHECK_EQ(fake_calls("cudaMallocHost"), 0);
+  if (h1 != nullptr && h2 != nullptr) {
+    memset(h1, 0x11, 1 << 20);
+    memset(h2, 0x22, 4096);
+    CHECK_EQ(static_cast<unsigned char*>(h1)[(1 << 20) - 1], 0x11);
+  }
   CHECK_EQ(cudaFreeHost(h1), cudaSuccess);
   CHECK_EQ(cudaFreeHost(h2), cudaSuccess);
-  CHECK_EQ(fake_calls("cudaFreeHost"), 2);
+  CHECK_EQ(fake_calls("cudaFreeHost"), 0);
+  void* wc = nullptr;
+  CHECK_EQ(cudaHostAlloc(&wc, 4096, cudaHostAllocWriteCombined), cudaSuccess);
+  CHECK_EQ(fake_calls("cudaHostAlloc"), 1);
+  CHECK_EQ(cudaFreeHost(wc), cudaSuccess);
+  CHECK_EQ(fake_calls("cudaFreeHost"), 1);
 }
 
 // Threads allocate on their own streams and free on their own or a shared one.

@@ -1,4 +1,6 @@
-// Stress test of DeviceAllocator on the host backend: 8 threads allocate on 16
+// Stress test of DeviceAllocator on the host backend (stress_test) and on the
+// CUDA driver VMM backend of GPU 0 (stress_cuda_test, FF_STRESS_CUDA: 2 MiB
+// pages, patterns written and checked with cuMemcpy): 8 threads allocate on 16
 // stream handles, free blocks allocated by other threads (a block is handed
 // over through the receiver's inbox), and record_stream blocks on other
 // streams, whose events complete late; meanwhile a control thread calls
@@ -31,6 +33,10 @@
 
 #include "allocator/device_allocator.h"
 #include "allocator/phys/host_backend.h"
+#ifdef FF_STRESS_CUDA
+#include "allocator/phys/cuda_driver.h"
+#include "allocator/phys/cuda_vmm_backend.h"
+#endif
 #include "allocator/stream/event_source.h"
 #include "gtest/gtest.h"
 
@@ -54,8 +60,13 @@ namespace {
 
 constexpr int kThreads = 8;
 constexpr int kStreams = 16;
+#ifdef FF_STRESS_CUDA
+constexpr size_t kPage = 2 << 20;           // the H200's granularity
+constexpr size_t kCapacity = 1024 * kPage;  // 2 GiB, as a memory limit
+#else
 constexpr size_t kPage = 64 << 10;
 constexpr size_t kCapacity = 1024 * kPage;  // 64 MiB
+#endif
 constexpr size_t kMaxLivePerThread = 48;
 
 int64_t EnvOr(const char* name, int64_t fallback) {
@@ -64,7 +75,9 @@ int64_t EnvOr(const char* name, int64_t fallback) {
 }
 
 int64_t DefaultOps() {
-#if defined(FF_STRESS_TSAN)
+#if defined(FF_STRESS_CUDA)
+  return 200'000;  // every stamp and check is a synchronous cuMemcpy
+#elif defined(FF_STRESS_TSAN)
   return 100'000;
 #elif defined(FF_STRESS_ASAN)
   return 250'000;
@@ -134,18 +147,50 @@ uint64_t Word(uint64_t tag, size_t off) {
   return x * 0xbf58476d1ce4e5b9ull;
 }
 
+#ifdef FF_STRESS_CUDA
+// Device memory is written and read with synchronous driver copies from any
+// thread, under device 0's primary context.
+const CudaDriver& Cu() { return **CudaDriver::Get(); }
+void MakeContextCurrent() {
+  static CUcontext ctx = [] {
+    CUdevice dev;
+    CUcontext c = nullptr;
+    if (Cu().cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+        Cu().cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS) {
+      abort();
+    }
+    return c;
+  }();
+  if (Cu().cuCtxSetCurrent(ctx) != CUDA_SUCCESS) abort();
+}
+void CopyIn(char* dst, const void* src, size_t n) {
+  if (Cu().cuMemcpyHtoD(CUdeviceptr(dst), src, n) != CUDA_SUCCESS) abort();
+}
+bool SameAs(const char* src, const void* expected, size_t n) {
+  char got[8];
+  if (Cu().cuMemcpyDtoH(got, CUdeviceptr(src), n) != CUDA_SUCCESS) abort();
+  return memcmp(got, expected, n) == 0;
+}
+#else
+void MakeContextCurrent() {}
+void CopyIn(char* dst, const void* src, size_t n) { memcpy(dst, src, n); }
+bool SameAs(const char* src, const void* expected, size_t n) {
+  return memcmp(src, expected, n) == 0;
+}
+#endif
+
 void Stamp(const Block& b) {
   char* p = static_cast<char*>(b.ptr);
   uint64_t head = Word(b.tag, 0), tail = Word(b.tag, b.size);
-  memcpy(p, &head, std::min<size_t>(8, b.size));
-  if (b.size >= 16) memcpy(p + b.size - 8, &tail, 8);
+  CopyIn(p, &head, std::min<size_t>(8, b.size));
+  if (b.size >= 16) CopyIn(p + b.size - 8, &tail, 8);
 }
 
 bool Intact(const Block& b) {
   const char* p = static_cast<const char*>(b.ptr);
   uint64_t head = Word(b.tag, 0), tail = Word(b.tag, b.size);
-  if (memcmp(p, &head, std::min<size_t>(8, b.size)) != 0) return false;
-  return b.size < 16 || memcmp(p + b.size - 8, &tail, 8) == 0;
+  if (!SameAs(p, &head, std::min<size_t>(8, b.size))) return false;
+  return b.size < 16 || SameAs(p + b.size - 8, &tail, 8);
 }
 
 // Blocks handed to a thread by the others, to be freed by it.
@@ -200,14 +245,27 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   const int64_t seconds = EnvOr("FRAGFREE_STRESS_SECONDS", 20);
   const int64_t ops_per_thread = total_ops / kThreads;
 
+#ifdef FF_STRESS_CUDA
+  ASSERT_TRUE(CudaDriver::Get().ok()) << CudaDriver::Get().status();
+  MakeContextCurrent();
+  auto made = CudaVmmBackend::Create(0);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_EQ((*made)->Granularity(), kPage);
+  std::unique_ptr<PhysicalBackend> owned = std::move(*made);
+  Options options;
+  options.memory_limit_bytes = kCapacity;
+#else
   auto host = HostBackend::Create(kCapacity, kPage);
   ASSERT_TRUE(host.ok()) << host.status();
-  HostBackend* backend = host->get();
-  auto events_owned = std::make_unique<LateEventSource>();
-  LateEventSource* events = events_owned.get();
+  std::unique_ptr<PhysicalBackend> owned = std::move(*host);
   Options options;
   options.backend = BackendKind::kHost;
-  auto created = DeviceAllocator::Create(0, options, std::move(*host),
+#endif
+  PhysicalBackend* backend = owned.get();
+  const size_t free_at_start = backend->MemoryInfo().free_bytes;
+  auto events_owned = std::make_unique<LateEventSource>();
+  LateEventSource* events = events_owned.get();
+  auto created = DeviceAllocator::Create(0, options, std::move(owned),
                                          std::move(events_owned));
   ASSERT_TRUE(created.ok()) << created.status();
   DeviceAllocator& a = **created;
@@ -243,6 +301,7 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   };
 
   auto worker = [&](int t) {
+    MakeContextCurrent();
     std::mt19937_64 rng(1000 + t);
     std::vector<Block> mine;
     uint64_t tag = uint64_t(t) << 48;
@@ -316,6 +375,7 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   };
 
   auto control = [&] {
+    MakeContextCurrent();
     std::mt19937_64 rng(7);
     while (!stop_control.load()) {
       const int op = int(rng() % 10);
@@ -344,8 +404,15 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
           retires.fetch_add(1);
         }
       } else {
+#ifdef FF_STRESS_CUDA
+        // A fraction of the whole GPU would lift the 2 GiB limit: vary it.
+        absl::Status s =
+            a.SetMemoryLimit(rng() % 4 == 0 ? kCapacity / 4 * 3 : kCapacity);
+        if (!s.ok()) fail("SetMemoryLimit: " + s.ToString());
+#else
         absl::Status s = a.SetMemoryFraction(rng() % 4 == 0 ? 0.75 : 1.0);
         if (!s.ok()) fail("SetMemoryFraction: " + s.ToString());
+#endif
       }
       control_rounds.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -380,7 +447,7 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   EXPECT_EQ(st.requested_bytes.pool[kPoolAll].current, 0);
   EXPECT_EQ(st.reserved_bytes.pool[kPoolAll].current, 0);
   EXPECT_EQ(st.idle_page_bytes.current, 0);
-  EXPECT_EQ(backend->MemoryInfo().free_bytes, kCapacity)
+  EXPECT_EQ(backend->MemoryInfo().free_bytes, free_at_start)
       << "pages leaked to the backend";
 
   int64_t ops = 0, ooms = 0, cross = 0, records = 0;

@@ -108,6 +108,11 @@ class Watch:
         self._model = model
         self._optimizer = optimizer
         self._handles = [model.register_forward_pre_hook(self._on_forward)]
+        # Before the step the gradients exist (an OOM while AdamW creates its
+        # state on the first step must count them as persistent); after it the
+        # state does.
+        if optimizer is not None and hasattr(optimizer, "register_step_pre_hook"):
+            self._handles.append(optimizer.register_step_pre_hook(self._on_step))
         if optimizer is not None and hasattr(optimizer, "register_step_post_hook"):
             self._handles.append(optimizer.register_step_post_hook(self._on_step))
         self.refresh()
