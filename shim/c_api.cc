@@ -234,6 +234,15 @@ ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
 
 ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
   if (enabled && max_entries == 0) max_entries = 100000;
+  if (device < 0) {
+    // Devices not in use yet start with this trace when they are.
+    Runtime& rt = Runtime::Get();
+    if (ff_status_t s = rt.Report(
+            rt.SetTraceEntriesForNewDevices(enabled ? max_entries : 0));
+        s != FF_OK) {
+      return s;
+    }
+  }
   return ForDevices(device, [&](DeviceAllocator& d) {
     d.SetTraceEntries(enabled ? max_entries : 0);
     return absl::OkStatus();

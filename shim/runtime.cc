@@ -210,6 +210,13 @@ absl::Status DumpSnapshot(int device, const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status Runtime::SetTraceEntriesForNewDevices(size_t entries) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EnsureOptionsLocked(); !s.ok()) return s;
+  options_.trace_entries = entries;
+  return absl::OkStatus();
+}
+
 Options Runtime::options() const {
   absl::MutexLock lock(&mu_);
   return options_;

@@ -37,6 +37,10 @@ class Runtime {
   DeviceAllocator* Existing(int device) const;
   absl::StatusOr<int> DeviceCount() ABSL_LOCKS_EXCLUDED(mu_);
   Options options() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The trace size of every device allocator created from now on (what
+  // ff_record_history(-1, ...) asks for before a device is in use).
+  absl::Status SetTraceEntriesForNewDevices(size_t entries)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Turns a status into a C code: records it as the thread's last error and
   // calls the handler. OK stays FF_OK.

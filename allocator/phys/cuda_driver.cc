@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <string_view>
+
 #include "absl/strings/str_format.h"
 
 namespace fragfree {
@@ -9,6 +11,17 @@ namespace {
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
                                       CUdriverProcAddressQueryResult*);
+
+// The CUDA version to ask cuGetProcAddress for `name`: CUDA_VERSION, except for
+// the functions whose newest ABI changed the signature under the same name
+// while cuda.h still declares the old one (asking for CUDA_VERSION would hand
+// back a function that takes one argument more than we pass).
+// tests/allocator/cuda_abi_versions_test.py checks this list against cuda.h.
+int AbiVersionOf(std::string_view name) {
+  if (name == "cuStreamGetCtx") return 9020;  // v12050 adds a CUgreenCtx*
+  if (name == "cuCtxGetDevice") return 2000;  // v13000 adds a CUcontext
+  return CUDA_VERSION;
+}
 
 absl::StatusOr<CudaDriver> Load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -28,8 +41,9 @@ absl::StatusOr<CudaDriver> Load() {
   CudaDriver driver;
   CUdriverProcAddressQueryResult found;
 #define FF_RESOLVE(name)                                                     \
-  if (get_proc(#name, reinterpret_cast<void**>(&driver.name), CUDA_VERSION,  \
-               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||       \
+  if (get_proc(#name, reinterpret_cast<void**>(&driver.name),                \
+               AbiVersionOf(#name), CU_GET_PROC_ADDRESS_DEFAULT,             \
+               &found) != CUDA_SUCCESS ||                                    \
       driver.name == nullptr) {                                              \
     return absl::UnavailableError("fragfree: the CUDA driver lacks " #name); \
   }

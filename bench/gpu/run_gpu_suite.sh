@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite, run on a machine with an NVIDIA GPU from a prebuilt bundle
 # (scripts/make_gpu_bundle.sh packs build outputs and their shared-library deps
-# into .carry/gpu). Logs go to $OUT (or ./gpu-out); a summary prints last.
+# into .carry/gpu). Logs and results go to a work folder, packed at the end
+# into $OUT/gpu_results.tgz (snapshots and plots left out when large; $OUT
+# defaults to ./gpu-out); a summary prints last.
 #   bench/gpu/run_gpu_suite.sh [BUNDLE] [SECTION...]
 # Sections (default: tests bench python oom viz pinned patterns):
 #   tests     every *_test binary of the bundle (conformance, stress, preload on
@@ -19,8 +21,9 @@ cd "$(dirname "$0")/../.."
 B="${1:-.carry/gpu}"
 shift || true
 SECTIONS="${*:-tests bench python oom viz pinned patterns}"
-OUT="${OUT:-$PWD/gpu-out}"
-mkdir -p "$OUT"
+RESULTS="${OUT:-$PWD/gpu-out}"
+OUT="$(mktemp -d /tmp/fragfree-gpu.XXXXXX)"
+mkdir -p "$RESULTS"
 export LD_LIBRARY_PATH="$PWD/$B/lib:$PWD/$B/deps:${LD_LIBRARY_PATH:-}"
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-/tmp/fragfree_torch_ext}"
 LIB="$PWD/$B/lib/libfragfree.so"
@@ -93,4 +96,8 @@ has pinned && tail -15 "$OUT/pinned_offload.log" && tail -12 "$OUT/pinned_bandwi
 has patterns && grep -h "RESULT" "$OUT/pattern_generate.log" | cut -c1-300
 has train && tail -20 "$OUT/train_matrix.log"
 grep -h "stress:" "$OUT"/stress_cuda_test.log 2>/dev/null | cut -c1-400
+printf '%s\n' "${ROWS[@]}" > "$OUT/summary.txt"
+(cd "$OUT" && find . -type f -size +4M ! -name '*.csv.gz' -print > left_out.txt)
+tar czf "$RESULTS/gpu_results.tgz" -C "$OUT" --exclude-from="$OUT/left_out.txt" . 2>/dev/null ||
+  tar czf "$RESULTS/gpu_results.tgz" -C "$OUT" .
 exit 0

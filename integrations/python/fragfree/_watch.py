@@ -107,6 +107,9 @@ class Watch:
         self._lib = lib
         self._model = model
         self._optimizer = optimizer
+        # Autocast is only visible inside the forward pass: once seen there, a
+        # refresh from an optimizer hook (outside autocast) keeps it.
+        self._autocast_seen = 0
         self._handles = [model.register_forward_pre_hook(self._on_forward)]
         # Before the step the gradients exist (an OOM while AdamW creates its
         # state on the first step must count them as persistent); after it the
@@ -119,7 +122,8 @@ class Watch:
 
     def refresh(self) -> None:
         """Measure now and hand the figures to the library."""
-        bits = techniques(self._model, self._optimizer)
+        bits = techniques(self._model, self._optimizer) | self._autocast_seen
+        self._autocast_seen = bits & TECH_BF16_AUTOCAST
         for device, (params, grads, state, other) in measure(
                 self._model, self._optimizer).items():
             self._lib.set_oom_hints(device, params, grads, state, other, bits)

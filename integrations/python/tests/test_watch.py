@@ -116,3 +116,18 @@ def test_watch_refreshes_on_forward_and_detaches():
 
 def test_library_binding_reaches_the_c_api(host_lib):
     assert host_lib.set_oom_hints(0, 1, 2, 3, 4, _watch.TECH_SHARDED)
+
+
+def test_autocast_seen_in_forward_is_kept_by_later_refreshes(monkeypatch):
+    # Autocast is on only inside the forward pass; the optimizer hooks refresh
+    # outside it, and must not drop the bit (the advice would suggest bf16).
+    seen = iter([0, _watch.TECH_BF16_AUTOCAST, 0])
+    monkeypatch.setattr(_watch, "techniques", lambda *_: next(seen))
+    lib = Recorder()
+    model = FakeModel([FakeTensor(8)])
+    _watch.Watch(lib, model)
+    assert lib.calls[-1][5] == 0
+    model.hooks[0](model, ())  # forward, inside autocast
+    assert lib.calls[-1][5] == _watch.TECH_BF16_AUTOCAST
+    model.hooks[0](model, ())  # e.g. an optimizer hook, outside autocast
+    assert lib.calls[-1][5] == _watch.TECH_BF16_AUTOCAST

@@ -99,7 +99,8 @@ FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
 FF_API ff_status_t ff_dump_snapshot(int device, const char* path);
 /* Starts (enabled != 0, keeping the last max_entries events) or stops and drops
  * (enabled == 0) the trace of alloc/free/map/unmap/oom events that snapshots
- * return as device_traces. device < 0: every device in use. */
+ * return as device_traces. device < 0: every device in use and every device
+ * used later. */
 FF_API ff_status_t ff_record_history(int device, int enabled,
                                      size_t max_entries);
 /* What the OOM report knows about the program (fragfree.watch(model, optimizer)
