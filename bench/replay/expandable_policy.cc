@@ -14,25 +14,6 @@ ExpandablePolicy::ExpandablePolicy(const PolicyConfig& config,
                                    const PytorchAllocConfig& alloc_config)
     : config_(config), alloc_config_(alloc_config) {}
 
-int32_t ExpandablePolicy::NewBlock() {
-  int32_t b;
-  if (!free_slots_.empty()) {
-    b = free_slots_.back();
-    free_slots_.pop_back();
-    blocks_[b] = Block{};
-  } else {
-    b = static_cast<int32_t>(blocks_.size());
-    blocks_.emplace_back();
-  }
-  blocks_[b].in_use = true;
-  return b;
-}
-
-void ExpandablePolicy::DeleteBlock(int32_t b) {
-  blocks_[b].in_use = false;
-  free_slots_.push_back(b);
-}
-
 uint64_t ExpandablePolicy::ExpandableSize(int32_t b) const {
   const Block& blk = blocks_[b];
   if (blk.next != kNone && !blocks_[blk.next].mapped) {
@@ -68,7 +49,7 @@ bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
     }
   }
   if (blocks_[b].size - size >= kMinBlockSize) {  // should_split
-    const int32_t rem = NewBlock();
+    const int32_t rem = blocks_.New();
     Block& blk = blocks_[b];
     Block& r = blocks_[rem];
     r.addr = blk.addr + size;
@@ -150,7 +131,7 @@ int32_t ExpandablePolicy::FindExpandableBlock(Pool& pool, uint64_t stream,
   const int32_t seg_index = static_cast<int32_t>(segments_.size());
   segments_.push_back(seg);
   ++live_segments_;
-  const int32_t b = NewBlock();
+  const int32_t b = blocks_.New();
   Block& blk = blocks_[b];
   blk.addr = seg.base;
   blk.size = seg.size;
@@ -199,7 +180,7 @@ bool ExpandablePolicy::MapBlock(int32_t b, uint64_t size) {
   pool.unmapped.erase(AddrKeyOf(b));
   blocks_[b].mapped = true;
   if (bytes < blocks_[b].size) {
-    const int32_t rem = NewBlock();
+    const int32_t rem = blocks_.New();
     Block& blk = blocks_[b];
     Block& r = blocks_[rem];
     r.addr = blk.addr + bytes;
@@ -232,7 +213,7 @@ void ExpandablePolicy::UnmapBlock(int32_t b) {
   const uint64_t before = unmap_addr - blocks_[b].addr;
   const uint64_t after = blocks_[b].size - before - unmap_size;
   if (before > 0) {  // prev? -> before_free -> b
-    const int32_t f = NewBlock();
+    const int32_t f = blocks_.New();
     Block& fb = blocks_[f];
     const Block& blk = blocks_[b];
     fb.addr = blk.addr;
@@ -248,7 +229,7 @@ void ExpandablePolicy::UnmapBlock(int32_t b) {
     pool.blocks.insert(SizeKeyOf(f));
   }
   if (after > 0) {  // b -> after_free -> next?
-    const int32_t f = NewBlock();
+    const int32_t f = blocks_.New();
     Block& fb = blocks_[f];
     const Block& blk = blocks_[b];
     fb.addr = unmap_addr + unmap_size;
@@ -284,7 +265,7 @@ void ExpandablePolicy::ReleaseCachedBlocks() {
         pool->unmapped.erase(AddrKeyOf(b));
         segments_[blk.segment].live = false;
         --live_segments_;
-        DeleteBlock(b);
+        blocks_.Delete(b);
       }
     }
   }
@@ -318,7 +299,7 @@ void ExpandablePolicy::TryMerge(int32_t dst, int32_t src) {
     if (d.next != kNone) blocks_[d.next].prev = dst;
   }
   d.size += s.size;
-  DeleteBlock(src);
+  blocks_.Delete(src);
 }
 
 PolicyFigures ExpandablePolicy::figures() const {
@@ -346,7 +327,7 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
   uint64_t heads = 0;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& blk = blocks_[i];
-    if (!blk.in_use) continue;
+    if (!blocks_.in_use(int32_t(i))) continue;
     ++live_blocks;
     const int32_t b = static_cast<int32_t>(i);
     const Segment& seg = segments_[blk.segment];
@@ -384,8 +365,8 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
     }
     if (blk.next != kNone) {
       const Block& n = blocks_[blk.next];
-      if (!n.in_use || n.prev != b || n.addr != blk.addr + blk.size ||
-          n.segment != blk.segment) {
+      if (!blocks_.in_use(blk.next) || n.prev != b ||
+          n.addr != blk.addr + blk.size || n.segment != blk.segment) {
         return absl::InternalError(absl::StrCat("bad link after block ", b));
       }
       if (!blk.allocated && !n.allocated && blk.mapped == n.mapped) {
@@ -407,7 +388,7 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
   if (heads != live_segments_) {
     return absl::InternalError("segment count does not add up");
   }
-  if (live_blocks + free_slots_.size() != blocks_.size()) {
+  if (live_blocks + blocks_.free_slots() != blocks_.size()) {
     return absl::InternalError("block slots leaked");
   }
   if (mapped_ > config_.capacity_bytes) {

@@ -18,6 +18,7 @@
 #include "absl/container/btree_set.h"
 #include "bench/replay/policy.h"
 #include "bench/replay/pytorch_alloc_config.h"
+#include "bench/replay/slot_pool.h"
 
 namespace fragfree::replay {
 
@@ -50,7 +51,6 @@ class ExpandablePolicy final : public ReplayPolicy {
     bool small = false;
     bool allocated = false;
     bool mapped = false;
-    bool in_use = false;
   };
   struct Segment {
     uint64_t base = 0;
@@ -81,8 +81,6 @@ class ExpandablePolicy final : public ReplayPolicy {
     absl::btree_set<AddrKey> unmapped;
   };
 
-  int32_t NewBlock();
-  void DeleteBlock(int32_t b);
   SizeKey SizeKeyOf(int32_t b) const {
     const Block& blk = blocks_[b];
     return SizeKey{blk.stream, blk.size, blk.addr, b};
@@ -110,8 +108,7 @@ class ExpandablePolicy final : public ReplayPolicy {
 
   const PolicyConfig config_;
   const PytorchAllocConfig alloc_config_;
-  std::vector<Block> blocks_;
-  std::vector<int32_t> free_slots_;
+  SlotPool<Block> blocks_;
   std::vector<int32_t> by_id_;
   std::vector<Segment> segments_;
   Pool small_;

@@ -14,25 +14,6 @@ NativePolicy::NativePolicy(const PolicyConfig& config,
                            const PytorchAllocConfig& alloc_config)
     : config_(config), alloc_config_(alloc_config) {}
 
-int32_t NativePolicy::NewBlock() {
-  int32_t b;
-  if (!free_slots_.empty()) {
-    b = free_slots_.back();
-    free_slots_.pop_back();
-    blocks_[b] = Block{};
-  } else {
-    b = static_cast<int32_t>(blocks_.size());
-    blocks_.emplace_back();
-  }
-  blocks_[b].in_use = true;
-  return b;
-}
-
-void NativePolicy::DeleteBlock(int32_t b) {
-  blocks_[b].in_use = false;
-  free_slots_.push_back(b);
-}
-
 bool NativePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
   const uint64_t size = RoundSize(orig_size, alloc_config_);
   const bool small = IsSmallRequest(size);
@@ -54,7 +35,7 @@ bool NativePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
   }
   if (ShouldSplit(blocks_[b], size)) {
     // The allocation takes the front; the remainder stays free in the pool.
-    const int32_t rem = NewBlock();
+    const int32_t rem = blocks_.New();
     Block& blk = blocks_[b];
     Block& r = blocks_[rem];
     r.addr = blk.addr + size;
@@ -106,7 +87,7 @@ int32_t NativePolicy::AllocBlock(uint64_t alloc_size, uint64_t stream,
                                  bool small, bool is_retry) {
   if (is_retry) ++retries_;
   if (reserved_ + alloc_size > config_.capacity_bytes) return kNone;
-  const int32_t b = NewBlock();
+  const int32_t b = blocks_.New();
   Block& blk = blocks_[b];
   blk.addr = next_addr_;
   blk.size = alloc_size;
@@ -168,7 +149,7 @@ void NativePolicy::ReleaseBlock(int32_t b) {
   PoolOf(b).erase(KeyOf(b));
   reserved_ -= blk.size;
   ++segment_frees_;
-  DeleteBlock(b);
+  blocks_.Delete(b);
 }
 
 bool NativePolicy::ShouldSplit(const Block& block, uint64_t size) const {
@@ -197,7 +178,7 @@ void NativePolicy::TryMerge(int32_t dst, int32_t src) {
     if (d.next != kNone) blocks_[d.next].prev = dst;
   }
   d.size += s.size;
-  DeleteBlock(src);
+  blocks_.Delete(src);
 }
 
 PolicyFigures NativePolicy::figures() const {
@@ -221,7 +202,7 @@ absl::Status NativePolicy::CheckInvariants() const {
   size_t live_blocks = 0;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& blk = blocks_[i];
-    if (!blk.in_use) continue;
+    if (!blocks_.in_use(int32_t(i))) continue;
     ++live_blocks;
     const int32_t b = static_cast<int32_t>(i);
     if (blk.allocated) {
@@ -237,8 +218,9 @@ absl::Status NativePolicy::CheckInvariants() const {
     }
     if (blk.next != kNone) {
       const Block& n = blocks_[blk.next];
-      if (!n.in_use || n.prev != b || n.addr != blk.addr + blk.size ||
-          n.stream != blk.stream || n.small != blk.small) {
+      if (!blocks_.in_use(blk.next) || n.prev != b ||
+          n.addr != blk.addr + blk.size || n.stream != blk.stream ||
+          n.small != blk.small) {
         return absl::InternalError(absl::StrCat("bad link after block ", b));
       }
       if (!blk.allocated && !n.allocated) {
@@ -263,7 +245,7 @@ absl::Status NativePolicy::CheckInvariants() const {
   if (free_blocks != small_pool_.size() + large_pool_.size()) {
     return absl::InternalError("pools hold blocks that are not free");
   }
-  if (live_blocks + free_slots_.size() != blocks_.size()) {
+  if (live_blocks + blocks_.free_slots() != blocks_.size()) {
     return absl::InternalError("block slots leaked");
   }
   if (reserved_ > config_.capacity_bytes) {

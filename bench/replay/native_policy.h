@@ -20,6 +20,7 @@
 #include "absl/container/btree_set.h"
 #include "bench/replay/policy.h"
 #include "bench/replay/pytorch_alloc_config.h"
+#include "bench/replay/slot_pool.h"
 
 namespace fragfree::replay {
 
@@ -50,7 +51,6 @@ class NativePolicy final : public ReplayPolicy {
     int32_t next = kNone;
     bool small = false;  // pool
     bool allocated = false;
-    bool in_use = false;  // this slot holds a block
   };
   // BlockComparatorSize: (stream, size, address).
   struct Key {
@@ -65,8 +65,6 @@ class NativePolicy final : public ReplayPolicy {
   };
   using Pool = absl::btree_set<Key>;
 
-  int32_t NewBlock();
-  void DeleteBlock(int32_t b);
   Key KeyOf(int32_t b) const {
     const Block& blk = blocks_[b];
     return Key{blk.stream, blk.size, blk.addr, b};
@@ -87,8 +85,7 @@ class NativePolicy final : public ReplayPolicy {
 
   const PolicyConfig config_;
   const PytorchAllocConfig alloc_config_;
-  std::vector<Block> blocks_;
-  std::vector<int32_t> free_slots_;
+  SlotPool<Block> blocks_;
   std::vector<int32_t> by_id_;  // allocation id -> block
   Pool small_pool_;             // free blocks of small segments
   Pool large_pool_;             // free blocks of large segments
