@@ -62,24 +62,51 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   // The best fit needs pages mapped: worth a wider search for a fit that is
   // already mapped, since mapping costs tens of microseconds per page and takes
   // pages from elsewhere. See Note [Mapped-first placement].
-  if (UnmappedPagesIn(block->addr, size) > 0) {
-    Block* mapped = free_index_.FindFitIf(
-        size,
-        [&](const Block* b) { return UnmappedPagesIn(b->addr, size) == 0; },
-        kMappedSearchLimit);
-    if (mapped != nullptr) block = mapped;
+  bool at_end = false;  // place the block at the end of the free block
+  if (size_t missing = UnmappedPagesIn(block->addr, size); missing > 0) {
+    // Otherwise the fit that needs the fewest new pages, placed at whichever
+    // end of its free block shares more mapped pages with its neighbours.
+    Block* fewest = block;
+    auto consider = [&](Block* b) {
+      const size_t at_start = UnmappedPagesIn(b->addr, size);
+      const size_t at_tail = UnmappedPagesIn(b->end() - size, size);
+      if (std::min(at_start, at_tail) < missing) {
+        fewest = b;
+        missing = std::min(at_start, at_tail);
+        at_end = at_tail < at_start;
+      }
+      return missing == 0;
+    };
+    consider(block);
+    if (missing > 0) {
+      free_index_.FindFitIf(
+          size, [&](const Block* b) { return consider(const_cast<Block*>(b)); },
+          kMappedSearchLimit);
+    }
+    block = fewest;
   }
   free_index_.Remove(block);
   if (block->size - size >= kMinBlockSize) {
     Block* rest = blocks_->New();
-    rest->addr = block->addr + size;
-    rest->size = block->size - size;
     rest->arena = this;
     rest->free_epoch = block->free_epoch;
-    rest->prev = block;
-    rest->next = block->next;
-    if (block->next != nullptr) block->next->prev = rest;
-    block->next = rest;
+    if (at_end) {  // the free part stays in front
+      rest->addr = block->addr;
+      rest->size = block->size - size;
+      rest->prev = block->prev;
+      rest->next = block;
+      if (block->prev != nullptr) block->prev->next = rest;
+      if (first_ == block) first_ = rest;
+      block->prev = rest;
+      block->addr = rest->end();
+    } else {
+      rest->addr = block->addr + size;
+      rest->size = block->size - size;
+      rest->prev = block;
+      rest->next = block->next;
+      if (block->next != nullptr) block->next->prev = rest;
+      block->next = rest;
+    }
     block->size = size;
     free_index_.Insert(rest);
   }
