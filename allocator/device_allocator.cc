@@ -93,10 +93,19 @@ void DeviceAllocator::RecomputeLimit() {
 }
 
 uint32_t DeviceAllocator::NewSlot(StreamHandle stream, const Pool* pool) {
-  uint32_t slot = fences_.AddStream(stream);
-  streams_.emplace_back();
-  streams_.back().pool = pool;
-  stats_.num_streams = int64_t(streams_.size());
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    // A retired slot whose arenas are all released: nothing refers to it.
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    fences_.ReuseSlot(slot, stream);
+    streams_[slot] = StreamState();
+  } else {
+    slot = fences_.AddStream(stream);
+    streams_.emplace_back();
+  }
+  streams_[slot].pool = pool;
+  stats_.num_streams = int64_t(streams_.size() - free_slots_.size());
   return slot;
 }
 
@@ -159,6 +168,8 @@ absl::Status DeviceAllocator::EndAllocateToPool(PoolId id) {
   pool->capturing = false;
   pool->filter = nullptr;
   --capturing_;
+  // Retired arenas emptied during the capture can go now.
+  if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -176,6 +187,8 @@ absl::Status DeviceAllocator::ReleasePool(PoolId id) {
   }
   // Its free pages may now move; live blocks stay until the program frees them.
   pool->released = true;
+  // Its retired streams' empty arenas go now.
+  if (!retired_slots_.empty()) ReleaseRetiredArenas().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -218,6 +231,8 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   if (!pending_.empty() && capturing_ == 0) {
     if (absl::Status s = ProcessPending(false); !s.ok()) return s;
   }
+  // Retired arenas emptied since: their pages become idle, usable below.
+  if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
   const uint32_t slot =
       capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   const ArenaKind kind =
@@ -232,7 +247,10 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   }
   Block* block = *placed;
   Arena* arena = block->arena;
-  if (size_t missing = arena->UnmappedPages(block); missing > 0) {
+  // Pages missing under the block are mapped; so is the access of pages a
+  // failed undo kept without it (Arena::MapPages), before the block is used.
+  if (size_t missing = arena->UnmappedPages(block);
+      missing > 0 || arena->HasPagesWithoutAccess(block)) {
     if (absl::Status s = MapUnder(block, missing); !s.ok()) {
       arena->Release(block, block->free_epoch);
       if (absl::IsResourceExhausted(s)) {
@@ -414,6 +432,67 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
                 arena->stream());
   Block* hole = arena->Release(block, fences_.StampFree(arena->stream_slot()));
   hole->free_seq = ++alloc_seq_;
+  if (streams_[arena->stream_slot()].retired) retired_dirty_ = true;
+}
+
+absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
+  FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
+  std::vector<PageId> pages;
+  runs_.clear();
+  absl::Status status =
+      arena->UnmapFreePages(arena->first_block(), SIZE_MAX, &pages,
+                            trace_.enabled() ? &runs_ : nullptr);
+  NotePagesMapped(arena->kind(), -int64_t(pages.size()));
+  for (PageId p : pages) pages_.ReturnIdle(p);
+  for (const auto& [addr, bytes] : runs_) {
+    trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
+  }
+  if (!status.ok() || arena->mapped_pages() > 0) return status;
+  std::vector<Arena*>& list =
+      streams_[arena->stream_slot()].arenas[int(arena->kind())];
+  list.erase(std::find(list.begin(), list.end(), arena));
+  auto it = std::find_if(arenas_.begin(), arenas_.end(),
+                         [&](const auto& a) { return a.get() == arena; });
+  arenas_.erase(it);  // ~Arena releases the VA
+  stats_.num_arenas = int64_t(arenas_.size());
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::ReleaseRetiredArenas() {
+  // During graph capture nothing is unmapped: retried after it ends.
+  if (capturing_ > 0) {
+    retired_dirty_ = !retired_slots_.empty();
+    return absl::OkStatus();
+  }
+  retired_dirty_ = false;
+  absl::Status status;
+  size_t kept = 0;
+  for (uint32_t slot : retired_slots_) {
+    StreamState& st = streams_[slot];
+    // A graph pool's memory stays with it until the pool is released.
+    if (st.pool == nullptr || st.pool->released) {
+      for (std::vector<Arena*>& list : st.arenas) {
+        for (size_t i = list.size(); i-- > 0;) {
+          if (!list[i]->IsEmpty()) continue;
+          if (absl::Status s = ReleaseArena(list[i]); !s.ok() && status.ok()) {
+            status = s;
+          }
+        }
+      }
+    }
+    bool has_arenas = false;
+    for (const std::vector<Arena*>& list : st.arenas) {
+      has_arenas |= !list.empty();
+    }
+    if (has_arenas) {
+      retired_slots_[kept++] = slot;
+    } else {
+      free_slots_.push_back(slot);
+    }
+  }
+  retired_slots_.resize(kept);
+  stats_.num_streams = int64_t(streams_.size() - free_slots_.size());
+  return status;
 }
 
 absl::Status DeviceAllocator::Free(void* ptr) {
@@ -449,6 +528,9 @@ absl::Status DeviceAllocator::Free(void* ptr) {
                 block->arena->stream());
   if (block->uses == nullptr || block->uses->empty()) {
     ReturnBlockToArena(block);
+    // The last block of a retired stream's arena: release the arena (an error
+    // leaves it for a later try; the Free itself succeeded).
+    if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
     return absl::OkStatus();
   }
   // It becomes reusable once the other streams' work completes.
@@ -514,10 +596,12 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
     return absl::FailedPreconditionError(
         "a stream that is capturing a CUDA graph cannot be retired");
   }
-  // Every slot of this handle: the default one and graph pools' ones.
+  // Every live slot of this handle: the default one and graph pools' ones.
   for (uint32_t slot = 0; slot < fences_.num_streams(); ++slot) {
-    if (fences_.stream(slot) != stream) continue;
+    if (fences_.stream(slot) != stream || streams_[slot].retired) continue;
     if (absl::Status s = fences_.Retire(slot); !s.ok()) return s;
+    streams_[slot].retired = true;
+    retired_slots_.push_back(slot);
   }
   slot_of_.erase(stream);
   for (auto& pool : pools_) pool->slots.erase(stream);
@@ -528,6 +612,9 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
     auto& uses = *block->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
   }
+  // Its empty arenas go now; the others when their last block is freed. A
+  // failure to unmap leaves them for a later try: the stream is retired.
+  ReleaseRetiredArenas().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -537,6 +624,7 @@ absl::Status DeviceAllocator::EmptyCache() {
     return absl::OkStatus();  // PyTorch's rule: not in capture
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
+  if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
   std::vector<PageId> pages;
   if (absl::Status s = Reclaim(SIZE_MAX, /*wait=*/true, &pages); !s.ok()) {
     for (PageId p : pages) pages_.ReturnIdle(p);
@@ -768,6 +856,10 @@ absl::Status DeviceAllocator::CheckInvariants() const {
           return fail(
               absl::StrFormat("live block 0x%x is not fully mapped", b->addr));
         }
+        if (arena->HasPagesWithoutAccess(b)) {
+          return fail(absl::StrFormat(
+              "live block 0x%x lies on a page without access", b->addr));
+        }
         active += int64_t(b->size);
         if (b->state == BlockState::kAllocated) {
           allocated += int64_t(b->size);
@@ -788,6 +880,40 @@ absl::Status DeviceAllocator::CheckInvariants() const {
       return fail("free index count differs from the free blocks");
     }
     mapped_pages += int64_t(arena->mapped_pages());
+  }
+  // Arenas and slots: every arena is listed by its slot; retired slots are
+  // either waiting for their arenas to empty or free (no arena left).
+  size_t listed = 0;
+  for (const StreamState& st : streams_) {
+    for (const std::vector<Arena*>& list : st.arenas) listed += list.size();
+  }
+  if (listed != arenas_.size()) {
+    return fail("arenas listed by slots differ from the arenas");
+  }
+  for (const auto& arena : arenas_) {
+    const auto& list =
+        streams_[arena->stream_slot()].arenas[int(arena->kind())];
+    if (std::find(list.begin(), list.end(), arena.get()) == list.end()) {
+      return fail("an arena is missing from its slot's list");
+    }
+  }
+  for (uint32_t slot : retired_slots_) {
+    if (!streams_[slot].retired) return fail("a live slot is listed retired");
+  }
+  for (uint32_t slot : free_slots_) {
+    const StreamState& st = streams_[slot];
+    bool has_arenas = false;
+    for (const std::vector<Arena*>& list : st.arenas) {
+      has_arenas |= !list.empty();
+    }
+    if (!st.retired || has_arenas) {
+      return fail("a free slot is live or still has arenas");
+    }
+  }
+  if (retired_slots_.size() + free_slots_.size() !=
+      size_t(std::count_if(streams_.begin(), streams_.end(),
+                           [](const StreamState& st) { return st.retired; }))) {
+    return fail("retired slots are lost or listed twice");
   }
   if (live_blocks != int64_t(live_.size())) {
     return fail("live table has entries that are not allocated blocks");

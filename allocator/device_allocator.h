@@ -76,8 +76,13 @@ class DeviceAllocator {
   absl::Status RecordStream(void* ptr, StreamHandle stream)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `stream` is about to be destroyed (cudaStreamDestroy): waits for the work
-  // issued on it, and never touches the handle again. Its arenas' memory stays
-  // usable; a new stream that reuses the handle value starts afresh.
+  // issued on it, and never touches the handle again. A new stream that reuses
+  // the handle value starts afresh. Its arenas are released (pages unmapped
+  // and back to the pool, VA released) as soon as they hold no allocated or
+  // pending block: at once, or when the program frees their last block (for
+  // a graph pool's arena, once the pool is released too); its slot is then
+  // reused. So create/destroy cycles keep arenas, VA and metadata bounded.
+  // See Note [Retired streams] in docs/design.md.
   absl::Status RetireStream(StreamHandle stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for pending work, unmaps every whole free page and releases idle
   // pages to the device.
@@ -133,6 +138,8 @@ class DeviceAllocator {
   struct StreamState {
     std::vector<Arena*> arenas[3];  // indexed by ArenaKind
     const Pool* pool = nullptr;     // set for a graph pool's slot
+    bool retired = false;           // RetireStream'd: in retired_slots_ or
+                                    // (once it has no arena) free_slots_
   };
   struct PendingFree {
     Block* block;
@@ -154,7 +161,9 @@ class DeviceAllocator {
                                size_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
-  // waiting) and maps them. On failure no page is lost.
+  // waiting) and maps them, setting access on them and on pages under the
+  // block that are mapped without access (count may be 0 for those alone).
+  // On failure no page is lost.
   absl::Status MapUnder(Block* block, size_t count)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether MapUnder should reclaim cached pages before creating new ones
@@ -166,6 +175,14 @@ class DeviceAllocator {
   absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnBlockToArena(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the arenas of retired slots that hold no allocated or pending
+  // block (and whose graph pool, if any, is released); a slot left without
+  // arenas becomes free for NewSlot. Does nothing during graph capture. The
+  // first backend error; the arenas it concerns are kept and retried later.
+  absl::Status ReleaseRetiredArenas() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps the pages of empty `arena` (back to the pool as idle) and, if all
+  // were unmapped, destroys it (its VA is released).
+  absl::Status ReleaseArena(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ProcessPending(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecomputeLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemory(size_t size, size_t rounded, StreamHandle stream,
@@ -191,7 +208,14 @@ class DeviceAllocator {
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double limit_fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
   absl::flat_hash_map<StreamHandle, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
-  std::vector<StreamState> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<StreamState> streams_ ABSL_GUARDED_BY(mu_);  // by slot
+  // Retired slots that still have arenas, and retired slots with none (free,
+  // reused by NewSlot first). See Note [Retired streams].
+  std::vector<uint32_t> retired_slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  // A block of a retired slot's arena went back to its arena since the last
+  // ReleaseRetiredArenas (or one was skipped during capture): run it again.
+  bool retired_dirty_ ABSL_GUARDED_BY(mu_) = false;
   StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
   std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);

@@ -74,8 +74,8 @@ inline bool IsSpecialStream(StreamHandle s) { return s <= kPerThreadStream; }
 // are the runtime's.
 cudaError_t StreamDevice(StreamHandle stream, int* device);
 // The engine is about to allocate on `stream` (after StreamDevice): it will
-// keep an arena there, so cudaStreamDestroy parks the stream instead of
-// destroying it.
+// keep an arena there, so cudaStreamDestroy retires the stream in the engine
+// before destroying it.
 void NoteEngineStream(StreamHandle stream);
 // The streams a cudaFree on `device` must wait for: the known streams of the
 // device that have work in flight (idle and capturing ones are skipped), plus

@@ -5,12 +5,13 @@
 // The registry remembers, per real stream: its device; whether cudaFree must
 // wait for it (non-blocking streams created through the runtime, and streams
 // passed to fragfree's allocation calls; blocking streams are covered by the
-// legacy default stream); and whether the engine has an arena on it. Such a
-// stream is never destroyed for real, because the engine records fences on its
-// arena's stream for as long as the arena exists: cudaStreamDestroy parks it
-// instead, and a later stream creation with the same flags and priority on
-// the same device gets it back, so programs that create and destroy streams
-// in a loop do not accumulate them.
+// legacy default stream); and whether the engine allocated on it.
+// cudaStreamDestroy of a stream the registry knows first makes sure nothing
+// will use the handle once it is gone: the engine retires it (waits for the
+// work issued on it, stops recording fences there, and releases its arenas
+// once they are empty), and a stream cudaFree waits for is waited for now if
+// busy (cudaFree will not know it any more); then the stream is forgotten and
+// destroyed for real.
 //
 // Thread-safety: the registry is guarded by a std::mutex, with a per-thread
 // one-entry cache (the last stream's device) validated by a generation counter
@@ -35,12 +36,8 @@ namespace {
 
 struct StreamInfo {
   int device = -1;
-  bool fence = false;    // cudaFree waits for it
-  bool engine = false;   // the engine has an arena on it: never destroyed
-  bool parked = false;   // destroyed by the program, kept for the engine
-  bool has_key = false;  // created through fragfree: reusable when parked
-  unsigned int flags = 0;
-  int priority = 0;
+  bool fence = false;   // cudaFree waits for it
+  bool engine = false;  // the engine allocated on it: retired when destroyed
 };
 
 struct StreamRegistry {
@@ -75,22 +72,7 @@ cudaError_t QueryDevice(StreamHandle stream, int* device) {
   return CurrentDevice(device);
 }
 
-// A parked stream created with these arguments on `device`, taken out of the
-// park, or 0.
-StreamHandle TakeParked(int device, unsigned int flags, int priority) {
-  StreamRegistry& reg = Registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  for (auto& [stream, info] : reg.streams) {
-    if (info.parked && info.has_key && info.device == device &&
-        info.flags == flags && info.priority == priority) {
-      info.parked = false;
-      return stream;
-    }
-  }
-  return 0;
-}
-
-void RegisterCreated(StreamHandle stream, unsigned int flags, int priority) {
+void RegisterCreated(StreamHandle stream, unsigned int flags) {
   int device = -1;
   // A new stream's device resolves unless the runtime is broken; then the
   // stream is simply not remembered.
@@ -98,48 +80,73 @@ void RegisterCreated(StreamHandle stream, unsigned int flags, int priority) {
   StreamInfo info;
   info.device = device;
   info.fence = (flags & cudaStreamNonBlocking) != 0;
-  info.has_key = true;
-  info.flags = flags;
-  info.priority = priority;
   StreamRegistry& reg = Registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   reg.streams[stream] = info;
 }
 
-// cudaStreamDestroy: true when the stream is parked (the engine needs it),
-// false when it was forgotten and may be destroyed. *already_parked: the
-// program destroys it a second time.
-bool ParkOrForget(StreamHandle stream, bool* already_parked) {
+// What the registry knows of `stream`; false when it is not known.
+bool Lookup(StreamHandle stream, StreamInfo* info) {
   StreamRegistry& reg = Registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto it = reg.streams.find(stream);
   if (it == reg.streams.end()) return false;
-  if (it->second.engine) {
-    *already_parked = it->second.parked;
-    it->second.parked = true;
-    return true;
-  }
-  reg.streams.erase(it);
-  reg.generation.fetch_add(1, std::memory_order_acq_rel);
-  return false;
+  *info = it->second;
+  return true;
 }
 
-// The creation calls: a parked stream with the same arguments, or a new one.
+void Forget(StreamHandle stream) {
+  StreamRegistry& reg = Registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  reg.streams.erase(stream);
+  reg.generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// cudaStreamDestroy of a known stream, before the real destroy (under the
+// exclusive stream-use lock): nothing may use the handle afterwards. The
+// engine retires a stream it allocated on: it waits for the work issued on it
+// (so memory freed on it is reusable by other streams, and its arenas can be
+// released) and never touches the handle again. cudaFree waits for a busy
+// stream only while the registry knows it, so a stream it waits for is
+// waited for now if busy: work issued on it before a later cudaFree still
+// completes before that memory is reused. An error keeps the stream alive
+// (and known): the caller returns it without destroying.
+cudaError_t RetireBeforeDestroy(StreamHandle stream, const StreamInfo& info) {
+  if (info.engine) {
+    if (DeviceAllocator* d = ExistingServed(info.device)) {
+      RelaxedCapture relaxed;
+      absl::Status st = d->RetireStream(stream);
+      // A capturing stream: the engine cannot wait for it (nor may the
+      // program destroy it during the capture).
+      if (absl::IsFailedPrecondition(st)) {
+        return cudaErrorStreamCaptureUnsupported;
+      }
+      if (!st.ok()) return ToCuda(st);
+    }
+  }
+  if (info.fence) {
+    auto query = Real().cudaStreamQuery.get();
+    auto sync = Real().cudaStreamSynchronize.get();
+    auto cuda = reinterpret_cast<cudaStream_t>(stream);
+    // An error (a handle already destroyed elsewhere) is the runtime's to
+    // report: the real destroy answers it.
+    if (query != nullptr && sync != nullptr &&
+        query(cuda) == cudaErrorNotReady) {
+      sync(cuda);
+    }
+  }
+  return cudaSuccess;
+}
+
+// The creation calls: forwarded; a new stream is registered.
 template <typename Create>
-cudaError_t CreateStream(cudaStream_t* out, unsigned int flags, int priority,
+cudaError_t CreateStream(cudaStream_t* out, unsigned int flags,
                          Create&& create) {
   if (!Active() || out == nullptr) return create();
   NoteCudaUse();
-  int device = -1;
-  if (CurrentDevice(&device) == cudaSuccess) {
-    if (StreamHandle parked = TakeParked(device, flags, priority)) {
-      *out = reinterpret_cast<cudaStream_t>(parked);
-      return cudaSuccess;
-    }
-  }
   cudaError_t err = create();
   if (err == cudaSuccess) {
-    RegisterCreated(Normalize(*out, /*per_thread=*/false), flags, priority);
+    RegisterCreated(Normalize(*out, /*per_thread=*/false), flags);
   }
   return err;
 }
@@ -266,7 +273,7 @@ using fragfree::StreamHandle;
 using namespace fragfree::preload;  // NOLINT(build/namespaces): the C ABI edge
 
 FF_INTERPOSE cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
-  return CreateStream(pStream, cudaStreamDefault, 0, [&] {
+  return CreateStream(pStream, cudaStreamDefault, [&] {
     auto real = Real().cudaStreamCreate.get();
     return real != nullptr ? real(pStream) : kNoRuntime;
   });
@@ -274,7 +281,7 @@ FF_INTERPOSE cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
 
 FF_INTERPOSE cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
                                                    unsigned int flags) {
-  return CreateStream(pStream, flags, 0, [&] {
+  return CreateStream(pStream, flags, [&] {
     auto real = Real().cudaStreamCreateWithFlags.get();
     return real != nullptr ? real(pStream, flags) : kNoRuntime;
   });
@@ -283,7 +290,7 @@ FF_INTERPOSE cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
 FF_INTERPOSE cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream,
                                                       unsigned int flags,
                                                       int priority) {
-  return CreateStream(pStream, flags, priority, [&] {
+  return CreateStream(pStream, flags, [&] {
     auto real = Real().cudaStreamCreateWithPriority.get();
     return real != nullptr ? real(pStream, flags, priority) : kNoRuntime;
   });
@@ -296,9 +303,12 @@ FF_INTERPOSE cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!Active() || IsSpecialStream(s)) return real(stream);
   // No cudaFree may query or record on the stream while it goes away.
   std::unique_lock<std::shared_mutex> no_users(Registry().in_use);
-  bool already_parked = false;
-  if (ParkOrForget(s, &already_parked)) {
-    return already_parked ? cudaErrorInvalidResourceHandle : cudaSuccess;
+  StreamInfo info;
+  if (Lookup(s, &info)) {
+    if (cudaError_t err = RetireBeforeDestroy(s, info); err != cudaSuccess) {
+      return err;
+    }
+    Forget(s);
   }
   return real(stream);
 }

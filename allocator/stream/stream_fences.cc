@@ -1,5 +1,7 @@
 #include "allocator/stream/stream_fences.h"
 
+#include "allocator/base/check.h"
+
 namespace fragfree {
 
 StreamFences::~StreamFences() {
@@ -13,6 +15,14 @@ uint32_t StreamFences::AddStream(StreamHandle stream) {
   s.handle = stream;
   streams_.push_back(std::move(s));
   return uint32_t(streams_.size() - 1);
+}
+
+void StreamFences::ReuseSlot(uint32_t slot, StreamHandle stream) {
+  PerStream& s = streams_[slot];
+  FF_CHECK(s.retired, "StreamFences::ReuseSlot of a live stream");
+  for (const Fence& f : s.in_flight) events_->Release(f.event);
+  s = PerStream();
+  s.handle = stream;
 }
 
 absl::Status StreamFences::Poll(PerStream& s) {

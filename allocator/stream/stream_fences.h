@@ -23,6 +23,9 @@ class StreamFences {
 
   // Registers a stream and returns its slot.
   uint32_t AddStream(StreamHandle stream);
+  // Gives retired `slot` to a new stream, as AddStream would a new slot.
+  // REQUIRES: the slot is retired and nothing stamped on it is still in use.
+  void ReuseSlot(uint32_t slot, StreamHandle stream);
   size_t num_streams() const { return streams_.size(); }
   StreamHandle stream(uint32_t slot) const { return streams_[slot].handle; }
 

@@ -137,26 +137,39 @@ void AddToRuns(std::vector<std::pair<uintptr_t, size_t>>* runs, uintptr_t addr,
 }
 }  // namespace
 
+bool Arena::HasPagesWithoutAccess(const Block* block) const {
+  if (without_access_.empty()) return false;
+  auto it = without_access_.lower_bound(FirstPage(block->addr));
+  return it != without_access_.end() && *it < EndPage(block->end());
+}
+
 absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
                              std::vector<std::pair<uintptr_t, size_t>>* runs) {
   const size_t first = FirstPage(block->addr), end = EndPage(block->end());
   size_t next = 0;
   std::vector<size_t> mapped_now;
+  // Pages whose access this call sets: the ones it maps, and the ones a failed
+  // undo kept mapped without access (see without_access_), in index order.
+  std::vector<size_t> set_up;
   absl::Status status;
   for (size_t p = first; p < end && status.ok(); ++p) {
-    if (page_of_[p] != kNoPage) continue;
+    if (page_of_[p] != kNoPage) {
+      if (without_access_.contains(p)) set_up.push_back(p);
+      continue;
+    }
     FF_CHECK(next < pages.size(), "MapPages got too few pages");
     status = backend_->Map(base_ + p * page_size_, page_size_,
                            pool_->handle(pages[next]));
     if (!status.ok()) break;
     page_of_[p] = pages[next++];
     mapped_now.push_back(p);
+    set_up.push_back(p);
   }
-  // One SetAccess per contiguous run of newly mapped pages.
-  for (size_t i = 0; i < mapped_now.size() && status.ok();) {
+  // One SetAccess per contiguous run of those pages.
+  for (size_t i = 0; i < set_up.size() && status.ok();) {
     size_t j = i + 1;
-    while (j < mapped_now.size() && mapped_now[j] == mapped_now[j - 1] + 1) ++j;
-    status = backend_->SetAccess(base_ + mapped_now[i] * page_size_,
+    while (j < set_up.size() && set_up[j] == set_up[j - 1] + 1) ++j;
+    status = backend_->SetAccess(base_ + set_up[i] * page_size_,
                                  (j - i) * page_size_);
     i = j;
   }
@@ -164,13 +177,18 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
     // All or nothing: undo this call's maps so no page is left half set up. A
     // page whose Unmap fails too stays mapped here (and is no longer the
     // caller's): it lies under the block, which the caller frees, so it is an
-    // ordinary cached page that reclaim or empty_cache will retry.
+    // ordinary cached page that reclaim or empty_cache will retry. Its access
+    // may not be set (SetAccess failed on it or never ran), so it is recorded
+    // in without_access_: the next block placed over it goes through MapPages
+    // again, which sets its access before the block is handed out (engine bug
+    // 4 in docs/reliability.md). Pages already in without_access_ stay there.
     std::vector<PageId> kept;
     for (size_t p : mapped_now) {
       if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
         page_of_[p] = kNoPage;
       } else {
         kept.push_back(page_of_[p]);
+        without_access_.insert(p);
         ++mapped_pages_;
         mapped_end_ = std::max(mapped_end_, p + 1);
       }
@@ -180,6 +198,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
     }
     return status;
   }
+  for (size_t p : set_up) without_access_.erase(p);
   mapped_pages_ += mapped_now.size();
   for (size_t p : mapped_now)
     AddToRuns(runs, base_ + p * page_size_, page_size_);
@@ -243,6 +262,7 @@ absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
   }
   out->push_back(page_of_[index]);
   page_of_[index] = kNoPage;
+  without_access_.erase(index);
   --mapped_pages_;
   return absl::OkStatus();
 }

@@ -7,14 +7,17 @@
 // lying inside free blocks, on request (reclaim). See Note [Pages under blocks]
 // in docs/design.md. Invariants: blocks tile [base, base+size) with no gap or
 // overlap; no two free blocks are adjacent; every page under an allocated or
-// pending block is mapped. Thread-safety: guarded by the owning
-// DeviceAllocator's lock.
+// pending block is mapped and accessible. A page whose access is not known to
+// be set (kept after a failed undo, see MapPages) is recorded, and MapPages
+// sets its access before any block over it is handed out. Thread-safety:
+// guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
 #include <memory>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/phys/backend.h"
@@ -44,12 +47,18 @@ class Arena {
   Block* Allocate(size_t size, size_t requested);
   // Number of pages under `block` that are not mapped.
   size_t UnmappedPages(const Block* block) const;
+  // Whether some page under `block` is mapped but its access is not known to
+  // be set (a page kept by a failed undo in MapPages). Such a block needs
+  // MapPages (with no new page) before it is usable.
+  bool HasPagesWithoutAccess(const Block* block) const;
   // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool)
-  // under the block and makes them accessible. All or nothing: on error, the
-  // pages this call mapped are unmapped again and stay the caller's; one whose
-  // Unmap fails too stays mapped under the block (an ordinary cached page once
-  // the caller frees the block) and is removed from `pages`. When `runs` is
-  // given, the VA ranges newly mapped are appended to it.
+  // under the block and makes them accessible, together with the pages under
+  // it that are mapped without access. All or nothing: on error, the pages
+  // this call mapped are unmapped again and stay the caller's; one whose Unmap
+  // fails too stays mapped under the block, recorded as without access (an
+  // ordinary cached page once the caller frees the block, set up again before
+  // reuse), and is removed from `pages`. When `runs` is given, the VA ranges
+  // newly mapped are appended to it.
   absl::Status MapPages(
       const Block* block, std::vector<PageId>& pages,
       std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
@@ -70,6 +79,8 @@ class Arena {
   bool IsFullyMapped(const Block* block) const {
     return UnmappedPages(block) == 0;
   }
+  // No allocated or pending block: one free block covers the whole range.
+  bool IsEmpty() const { return first_->is_free() && first_->next == nullptr; }
   // The block starting exactly at addr, or the one containing it.
   const Block* BlockContaining(uintptr_t addr) const;
 
@@ -116,6 +127,11 @@ class Arena {
   std::vector<PageId> page_of_;  // by page index
   size_t mapped_pages_ = 0;
   size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
+  // Mapped pages whose access is not known to be set: a Map or SetAccess
+  // failed and so did the Unmap that should have undone it (almost always
+  // empty). MapPages sets their access before a block over them is used;
+  // unmapping a page removes it.
+  absl::btree_set<size_t> without_access_;
 };
 
 }  // namespace fragfree

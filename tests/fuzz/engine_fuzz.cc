@@ -220,12 +220,6 @@ struct LiveBlock {
   StreamHandle stream;
 };
 
-// Backend calls [first, first + count) of one op fail (count < 0: all later).
-struct FaultWindow {
-  int64_t first = 0;
-  int64_t count = 0;
-};
-
 struct PoolModel {
   bool capturing = false;
   bool released = false;
@@ -765,7 +759,6 @@ class Session {
           break;
         }
         const BackendOp bop = BackendOp(which);
-        if (AvoidsKnownBug(bop)) break;
         const int64_t first = faults_->Calls(bop) + 1 + when % 8;
         const int64_t n = count % 5 == 0 ? -1 : count % 5;
         absl::Status status =
@@ -773,7 +766,6 @@ class Session {
             : kind % 3 == 1 ? absl::ResourceExhaustedError("injected OOM")
                             : absl::UnavailableError("injected: device lost");
         faults_->FailCalls(bop, first, n, status);
-        windows_[int(bop)] = {first, n};
         Trace("inject: backend op %d, calls from %lld, count %lld: %s",
               int(bop), (long long)first, (long long)n, Str(status).c_str());
         break;
@@ -782,7 +774,6 @@ class Session {
         Trace("ClearFaults");
         faults_->ClearFaults();
         events_->ClearFaults();
-        for (FaultWindow& w : windows_) w = FaultWindow();
         break;
       case Op::kStats: {
         uint8_t what = in.U8();
@@ -820,6 +811,16 @@ class Session {
           }
         } else if (!s.ok() && !faulted) {
           Fail("RetireStream: %s", Str(s).c_str());
+        } else if (s.ok() && !faulted && !PoolsHoldPages()) {
+          // Its arenas that hold no allocated or pending block are released.
+          for (const ArenaView& arena : a_->Arenas()) {
+            if (arena.stream != StreamAt(i)) continue;
+            bool used = false;
+            for (const BlockView& b : arena.blocks) {
+              used |= b.state != BlockState::kFree;
+            }
+            if (!used) Fail("an empty arena of a retired stream was kept");
+          }
         }
         break;
       }
@@ -828,29 +829,6 @@ class Session {
 
   int64_t FaultsInjected() const {
     return faults_->FaultsInjected() + events_->FaultsInjected();
-  }
-
-  // Whether a fault of `op` may still be injected (its window is not spent).
-  bool Armed(BackendOp op) const {
-    const FaultWindow& w = windows_[int(op)];
-    if (w.count == 0) return false;
-    return w.count < 0 || faults_->Calls(op) < w.first + w.count - 1;
-  }
-  // Unless FRAGFREE_FUZZ_KNOWN_BUGS is set, inputs do not combine faults that
-  // reach an open engine bug already reported, so that a fuzz session keeps
-  // exploring instead of finding it again (docs/reliability.md, "Engine bugs
-  // found"): a failed Map/SetAccess whose undo-Unmap fails too leaves a page
-  // mapped without access that the next block reuses
-  // (FaultSweep.DISABLED_PageKeptAfterAFailedUndoIsAccessibleWhenReused).
-  bool AvoidsKnownBug(BackendOp op) const {
-    if (known_bugs_) return false;
-    if (op == BackendOp::kUnmap) {
-      return Armed(BackendOp::kMap) || Armed(BackendOp::kSetAccess);
-    }
-    if (op == BackendOp::kMap || op == BackendOp::kSetAccess) {
-      return Armed(BackendOp::kUnmap);
-    }
-    return false;
   }
 
   // Frees a live block. Free may fail only because an injected event fault
@@ -970,6 +948,18 @@ class Session {
           "%zu B free (pages leaked)",
           inner_->MemoryInfo().free_bytes, capacity_);
     }
+    // Nothing is live and every pool is released: retiring every stream
+    // releases every arena (and its VA).
+    for (int i = 0; i < kNumStreams; ++i) {
+      if (absl::Status s = a_->RetireStream(StreamAt(i)); !s.ok()) {
+        Fail("final RetireStream: %s", Str(s).c_str());
+      }
+    }
+    CheckState();
+    if (!a_->Arenas().empty() || a_->GetStats().num_arenas != 0) {
+      Fail("%zu arena(s) left after retiring every stream",
+           a_->Arenas().size());
+    }
   }
 
   const size_t page_;
@@ -992,8 +982,6 @@ class Session {
   uint64_t seed_ = 0;
   size_t limit_request_ = 0;
   double fraction_ = 1.0;
-  FaultWindow windows_[int(BackendOp::kCount)];
-  const bool known_bugs_ = getenv("FRAGFREE_FUZZ_KNOWN_BUGS") != nullptr;
   PoolModel pools_[kMaxPools];
   bool begun_[kMaxPools] = {};
   int capture_count_[kNumStreams] = {};

@@ -199,7 +199,10 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Count("cudaStreamSynchronize");
-  return DeviceOf(stream) < 0 ? cudaErrorInvalidResourceHandle : cudaSuccess;
+  if (DeviceOf(stream) < 0) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().busy.erase(reinterpret_cast<uintptr_t>(stream));  // its work is done
+  return cudaSuccess;
 }
 
 void fake_set_busy(cudaStream_t stream, int busy) {

@@ -21,7 +21,8 @@ void* fake_device_alloc(size_t size);
 cudaStream_t fake_stream_create(int device);
 void fake_set_capturing(cudaStream_t stream, int capturing);
 // While set, cudaStreamQuery(stream) answers cudaErrorNotReady (work in
-// flight); otherwise cudaSuccess (idle).
+// flight); otherwise cudaSuccess (idle). cudaStreamSynchronize(stream) clears
+// it.
 void fake_set_busy(cudaStream_t stream, int busy);
 // While set, cudaStreamIsCapturing(0) fails with
 // cudaErrorStreamCaptureImplicit.

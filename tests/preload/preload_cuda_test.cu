@@ -337,26 +337,51 @@ void CheckThreads() {
   CHECK(bad.load() == 0);
 }
 
-// A stream that allocated through fragfree and was destroyed is parked (the
-// engine keeps an arena on it); later allocations and frees go on, and a new
-// stream with the same flags gets it back.
-void CheckDestroyedStream() {
-  cudaStream_t s;
+// A stream that allocated through fragfree is retired in the engine and then
+// really destroyed, even with work in flight: memory freed on it in stream
+// order is not handed to another stream before that work completes, a block
+// still live on it stays usable, and create/allocate/destroy cycles keep
+// fragfree's arenas bounded.
+void CheckDestroyedStream(float* out) {
+  ff_stats_t before;
+  memset(&before, 0, sizeof(before));
+  before.size = sizeof(before);
+  CHECK(ff.get_stats(0, &before) == FF_OK);
+  cudaStream_t s, other;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  void* p = nullptr;
-  CUDA_OK(cudaMallocAsync(&p, 1 << 20, s));
-  CUDA_OK(cudaFreeAsync(p, s));
-  CUDA_OK(cudaStreamSynchronize(s));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaMalloc(&p, 1 << 20));
-  CUDA_OK(cudaFree(p));
-  cudaStream_t again;
-  CUDA_OK(cudaStreamCreateWithFlags(&again, cudaStreamNonBlocking));
-  CHECK(again == s);
-  CUDA_OK(cudaMallocAsync(&p, 1 << 20, again));
-  CUDA_OK(cudaFreeAsync(p, again));
-  CUDA_OK(cudaStreamDestroy(again));
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  float* a = nullptr;
+  float* keep = nullptr;
+  CUDA_OK(cudaMallocAsync(&a, kN * sizeof(float), s));
+  CUDA_OK(cudaMallocAsync(&keep, kN * sizeof(float), s));
+  Fill<<<kBlocks, kThreads, 0, s>>>(keep, kN, 7.0f);
+  WriteSpinCopy<<<kBlocks, kThreads, 0, s>>>(a, out, kN, 5.0f, kSpin);
+  CUDA_OK(cudaFreeAsync(a, s));
+  CUDA_OK(cudaStreamDestroy(s));  // while WriteSpinCopy runs
+  float* b = nullptr;
+  CUDA_OK(cudaMallocAsync(&b, kN * sizeof(float), other));
+  Fill<<<kBlocks, kThreads, 0, other>>>(b, kN, 6.0f);
   CUDA_OK(cudaDeviceSynchronize());
+  CHECK(AllEqual(out, kN, 5.0f));
+  CHECK(AllEqual(keep, kN, 7.0f));
+  CUDA_OK(cudaFree(keep));
+  CUDA_OK(cudaFreeAsync(b, other));
+  for (int i = 0; i < 200; ++i) {
+    cudaStream_t x;
+    CUDA_OK(cudaStreamCreate(&x));
+    CUDA_OK(cudaMallocAsync(&a, 1 << 20, x));
+    CUDA_OK(cudaFreeAsync(a, x));
+    CUDA_OK(cudaStreamDestroy(x));
+  }
+  CUDA_OK(cudaStreamDestroy(other));
+  CUDA_OK(cudaMalloc(&a, 1 << 20));  // the pending frees complete
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaDeviceSynchronize());
+  ff_stats_t after;
+  memset(&after, 0, sizeof(after));
+  after.size = sizeof(after);
+  CHECK(ff.get_stats(0, &after) == FF_OK);
+  CHECK(after.num_arenas <= before.num_arenas + 1);
 }
 
 // Which check runs, for the crash handler and the log.
@@ -444,7 +469,7 @@ int main(int, char** argv) {
   Step("threads");
   CheckThreads();
   Step("destroyed stream");
-  CheckDestroyedStream();
+  CheckDestroyedStream(out);
   Step("final state");
 
   CUDA_OK(cudaFree(out));

@@ -11,11 +11,12 @@
 // Malloc only) to Unmap and Release inside EmptyCache and reclaim, and to
 // persistent faults, and to failing event calls. Also regression tests of the
 // engine bugs this sweep and the fuzzer found (docs/reliability.md, "Engine
-// bugs found"), and DISABLED_ tests of those still open. Owns: the sweep script
+// bugs found"; an open one would be a DISABLED_ test). Owns: the sweep script
 // and its leak checks. Thread-safety: single-threaded, except the death tests'
 // child processes.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -389,9 +390,9 @@ TEST(FaultSweep, EveryEventCallFailsCleanlyAndLeaksNothing) {
   EXPECT_GT(runs, 10);
 }
 
-// ReleaseVa is called only when the allocator is destroyed (arenas are never
-// released before): a failing ReleaseVa, or Release of idle pages, at
-// destruction must not crash.
+// ReleaseVa is called when an arena of a retired stream is released (the
+// script retires none) and when the allocator is destroyed: a failing
+// ReleaseVa, or Release of idle pages, at destruction must not crash.
 TEST(FaultSweep, DestructionWithFailingReleaseVaOrReleaseDoesNotCrash) {
   for (BackendOp op : {BackendOp::kReleaseVa, BackendOp::kRelease}) {
     Rig r = MakeRig();
@@ -406,8 +407,8 @@ TEST(FaultSweep, DestructionWithFailingReleaseVaOrReleaseDoesNotCrash) {
 
 // ---------------------------------------------------------------------------
 // Engine bugs found by this sweep and by engine_fuzz (docs/reliability.md,
-// "Engine bugs found"). Fixed ones are regression tests; open ones are
-// DISABLED_ so that CI stays green (--gtest_also_run_disabled_tests runs them).
+// "Engine bugs found"), all fixed: these are regression tests. (An open one
+// would be DISABLED_, so that CI stays green.)
 
 // Arena::MapPages undid a failed Map/SetAccess by unmapping what it had mapped,
 // ignoring Unmap errors: when that Unmap failed too, the page stayed mapped in
@@ -437,13 +438,12 @@ TEST(FaultSweep, MapUndoWithAFailingUnmapLeaksNoMappedPage) {
 // by the arena, as an ordinary cached page. But that page never got its access
 // set: SetAccess failed on it, or never ran (the SetAccess loop stops at the
 // first failed run, and a failed Map skips it entirely). The next block placed
-// over it needs no new page, so nothing maps it or sets its access, and Malloc
-// hands out memory the device cannot touch: SIGSEGV on the host backend, an
-// illegal address on a GPU. Found by engine_fuzz (random input 43 of seed 3).
-// Expected: a kept page is usable only after a successful SetAccess (retry it
-// in MapPages for pages already mapped, or keep such pages out of use until
-// reclaim unmaps them).
-TEST(FaultSweep, DISABLED_PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
+// over it needed no new page, so nothing mapped it or set its access, and
+// Malloc handed out memory the device cannot touch: SIGSEGV on the host
+// backend, an illegal address on a GPU. Found by engine_fuzz (random input 43
+// of seed 3). Fixed: the arena records such pages as without access, and a
+// block placed over one goes through MapPages, which sets their access first.
+TEST(FaultSweep, PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
   EXPECT_EXIT(
       {
         Rig r = MakeRig(4);
@@ -456,6 +456,46 @@ TEST(FaultSweep, DISABLED_PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
         absl::StatusOr<void*> p = r.a->Malloc(kPage, kS1);
         if (!p.ok()) _exit(3);
         memset(*p, 0x5a, kPage);  // SIGSEGV if the page has no access
+        if (!r.a->CheckInvariants().ok()) _exit(4);
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// The same when a Map fails (SetAccess never ran on the pages mapped before
+// it), and when the SetAccess that sets up the kept pages fails once more:
+// that Malloc fails cleanly, and the next one over the same pages works.
+TEST(FaultSweep, PagesKeptAfterAFailedMapAreSetUpEvenAfterAnotherFault) {
+  EXPECT_EXIT(
+      {
+        Rig r = MakeRig(8);
+        // Maps pages 0 and 1, the 3rd Map fails, and both undos fail.
+        r.faults->FailCalls(BackendOp::kMap,
+                            r.faults->Calls(BackendOp::kMap) + 3, 1,
+                            absl::InternalError("injected Map fault"));
+        r.faults->FailNext(BackendOp::kUnmap, -1,
+                           absl::InternalError("injected Unmap fault"));
+        if (r.a->Malloc(4 * kPage, kS1).ok()) _exit(2);
+        r.faults->ClearFaults();
+        if (!r.a->CheckInvariants().ok()) _exit(3);
+        if (r.a->GetStats().reserved_bytes.pool[kPoolAll].current !=
+            int64_t(2 * kPage)) {
+          _exit(4);
+        }
+        // A block on the kept pages alone (no page to map): setting them up
+        // fails, a clean failure, nothing lost; then it works.
+        r.faults->FailNext(BackendOp::kSetAccess, 1,
+                           absl::InternalError("injected SetAccess fault"));
+        if (r.a->Malloc(2 * kPage, kS1).ok()) _exit(5);
+        r.faults->ClearFaults();
+        if (!r.a->CheckInvariants().ok()) _exit(6);
+        absl::StatusOr<void*> p = r.a->Malloc(2 * kPage, kS1);
+        if (!p.ok()) _exit(7);
+        memset(*p, 0x5a, 2 * kPage);  // SIGSEGV if a page has no access
+        if (!r.a->CheckInvariants().ok()) _exit(8);
+        if (!r.a->Free(*p).ok()) _exit(9);
+        if (!r.a->EmptyCache().ok()) _exit(10);
+        if (r.host->MemoryInfo().free_bytes != 8 * kPage) _exit(11);
         _exit(0);
       },
       ::testing::ExitedWithCode(0), "");
@@ -513,16 +553,18 @@ TEST(FaultSweep, DestructionWithAFailingUnmapDoesNotAbort) {
       ::testing::ExitedWithCode(0), "");
 }
 
-// RetireStream (cudaStreamDestroy, through ff_retire_stream) forgets the
-// stream's slot, but its arenas stay in the allocator for good, even once they
-// are empty; a new stream, or the same handle value reused, gets new arenas. A
-// program that creates and destroys streams (a stream per request, per
-// iteration) grows the arena list, its metadata and its VA reservations
-// without bound: every reclaim, CheckInvariants, snapshot and GetStats walks
+// RetireStream (cudaStreamDestroy, through ff_retire_stream) forgot the
+// stream's slot, but its arenas stayed in the allocator for good, even once
+// they were empty; a new stream, or the same handle value reused, got new
+// arenas. A program that creates and destroys streams (a stream per request,
+// per iteration) grew the arena list, its metadata and its VA reservations
+// without bound: every reclaim, CheckInvariants, snapshot and GetStats walked
 // all of them, and on a GPU each arena reserves va_factor x the memory limit
-// of VA (2 x 141 GB on an H200), so a few hundred cycles exhaust the VA
-// space and Malloc fails with an error that is not an OOM.
-TEST(FaultSweep, DISABLED_RetiredStreamsDoNotAccumulateArenas) {
+// of VA (2 x 141 GB on an H200), so a few hundred cycles exhausted the VA
+// space and Malloc failed with an error that is not an OOM. Fixed: a retired
+// slot's arenas are released (pages unmapped, VA released) once they hold no
+// allocated or pending block, and the slot is reused.
+TEST(FaultSweep, RetiredStreamsDoNotAccumulateArenas) {
   Rig r = MakeRig(4);
   for (int i = 0; i < 200; ++i) {
     const StreamHandle stream = 0x10000 + StreamHandle(i % 4) * 0x100;
@@ -535,6 +577,126 @@ TEST(FaultSweep, DISABLED_RetiredStreamsDoNotAccumulateArenas) {
   EXPECT_LE(r.a->Arenas().size(), 8u)
       << "arenas of retired streams are never released";
   EXPECT_LE(r.a->GetStats().num_arenas, 8);
+}
+
+// VA reservations still held: ReserveVa calls minus ReleaseVa calls.
+int64_t VaHeld(const Rig& r) {
+  return r.faults->Calls(BackendOp::kReserveVa) -
+         r.faults->Calls(BackendOp::kReleaseVa);
+}
+
+// 10,000 create / allocate / free / destroy cycles, each on a new stream
+// handle (as cudaStreamCreate hands out), some destroyed while a block on them
+// is still live (freed a few cycles later), with a long-lived stream next to
+// them: arenas, VA reservations and stream slots stay bounded, invariants hold
+// and live data is intact, and at the end everything comes back.
+TEST(FaultSweep, TenThousandStreamCyclesKeepVaAndMetadataBounded) {
+  Rig r = MakeRig(8);
+  void* keep = *r.a->Malloc(2 * kPage, kS1);  // a stream that stays
+  memset(keep, 0x11, 2 * kPage);
+  std::vector<std::pair<void*, StreamHandle>> late;  // freed after retiring
+  int64_t max_va = 0, max_arenas = 0, max_streams = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const StreamHandle stream = 0x100000 + StreamHandle(i) * 0x100;
+    absl::StatusOr<void*> p = r.a->Malloc(1000 + size_t(i % 7) * 8000, stream);
+    ASSERT_TRUE(p.ok()) << "cycle " << i << ": " << p.status();
+    memset(*p, 0x22, 1000);
+    if (i % 5 == 0) {
+      late.push_back({*p, stream});
+    } else {
+      ASSERT_TRUE(r.a->Free(*p).ok());
+    }
+    ASSERT_TRUE(r.a->RetireStream(stream).ok());
+    if (late.size() > 3) {  // the oldest block of a retired stream goes
+      ASSERT_TRUE(r.a->Free(late.front().first).ok());
+      late.erase(late.begin());
+    }
+    max_va = std::max(max_va, VaHeld(r));
+    DeviceStats st = r.a->GetStats();
+    max_arenas = std::max(max_arenas, st.num_arenas);
+    max_streams = std::max(max_streams, st.num_streams);
+    if (i % 1000 == 0) {
+      ASSERT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
+    }
+  }
+  ASSERT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
+  printf(
+      "10000 stream cycles: at most %lld VA reservations, %lld arenas, %lld "
+      "streams at once\n",
+      (long long)max_va, (long long)max_arenas, (long long)max_streams);
+  // kS1's arena, the retired streams holding a late block, the current one.
+  EXPECT_LE(max_arenas, 6);
+  EXPECT_LE(max_va, 6);
+  EXPECT_LE(max_streams, 6);
+  EXPECT_EQ(int64_t(r.a->Arenas().size()), r.a->GetStats().num_arenas);
+  const auto* k = static_cast<const uint8_t*>(keep);
+  EXPECT_EQ(k[0], 0x11);
+  EXPECT_EQ(k[2 * kPage - 1], 0x11);
+  for (const auto& [ptr, stream] : late) ASSERT_TRUE(r.a->Free(ptr).ok());
+  ASSERT_TRUE(r.a->Free(keep).ok());
+  ASSERT_TRUE(r.a->EmptyCache().ok());
+  EXPECT_EQ(VaHeld(r), 1) << "only kS1's arena should be left";
+  EXPECT_EQ(r.a->GetStats().reserved_bytes.pool[kPoolAll].current, 0);
+  EXPECT_EQ(r.host->MemoryInfo().free_bytes, 8 * kPage);
+}
+
+// A retired stream's arena that still holds a block stays (its data intact)
+// until that block is freed; its pages then go back to the pool, usable by
+// other streams, and its VA is released.
+TEST(FaultSweep, RetiredStreamArenaIsReleasedWithItsLastBlock) {
+  Rig r = MakeRig(4);
+  void* p = *r.a->Malloc(2 * kPage, kS2);
+  memset(p, 0x33, 2 * kPage);
+  ASSERT_TRUE(r.a->RetireStream(kS2).ok());
+  EXPECT_EQ(r.a->Arenas().size(), 1u);
+  EXPECT_EQ(VaHeld(r), 1);
+  // The remaining 2 pages serve another stream; p's are still in use.
+  void* q = *r.a->Malloc(2 * kPage, kS1);
+  EXPECT_FALSE(r.a->Malloc(kPage, kS3).ok());
+  EXPECT_EQ(static_cast<uint8_t*>(p)[2 * kPage - 1], 0x33);
+  EXPECT_EQ(VaHeld(r), 3);  // kS2's, kS1's and kS3's arenas
+  ASSERT_TRUE(r.a->Free(p).ok());
+  EXPECT_EQ(VaHeld(r), 2) << "kS2's arena outlived its last block";
+  EXPECT_EQ(r.a->GetStats().idle_page_bytes.current, int64_t(2 * kPage));
+  ASSERT_TRUE(r.a->CheckInvariants().ok());
+  // Its pages serve a new stream.
+  absl::StatusOr<void*> s3 = r.a->Malloc(2 * kPage, kS3);
+  ASSERT_TRUE(s3.ok()) << s3.status();
+  ASSERT_TRUE(r.a->Free(*s3).ok());
+  ASSERT_TRUE(r.a->Free(q).ok());
+  ASSERT_TRUE(r.a->CheckInvariants().ok());
+}
+
+// The same for a block freed with record_stream uses (pending until the other
+// stream's event completes), and for a graph pool's arena: its memory stays
+// with the pool (a graph may replay) until ReleasePool.
+TEST(FaultSweep, RetiredArenasWaitForPendingFreesAndTheirPool) {
+  Rig r = MakeRig(8);
+  void* p = *r.a->Malloc(kPage, kS2);
+  ASSERT_TRUE(r.a->RecordStream(p, kS1).ok());
+  ASSERT_TRUE(r.a->Free(p).ok());  // pending on kS1's event
+  ASSERT_TRUE(r.a->RetireStream(kS2).ok());
+  EXPECT_EQ(VaHeld(r), 1);
+  ASSERT_TRUE(r.a->EmptyCache().ok());  // waits for kS1's event
+  EXPECT_EQ(VaHeld(r), 0);
+  ASSERT_TRUE(r.a->CheckInvariants().ok());
+
+  ASSERT_TRUE(
+      r.a->BeginAllocateToPool(kPool, [](StreamHandle s) { return s == kS3; })
+          .ok());
+  void* g = *r.a->Malloc(kPage, kS3);
+  ASSERT_TRUE(r.a->EndAllocateToPool(kPool).ok());
+  ASSERT_TRUE(r.a->Free(g).ok());
+  ASSERT_TRUE(r.a->RetireStream(kS3).ok());
+  ASSERT_TRUE(r.a->EmptyCache().ok());
+  EXPECT_EQ(VaHeld(r), 1) << "a graph pool's arena went before ReleasePool";
+  EXPECT_EQ(r.a->GetStats().reserved_bytes.pool[kPoolAll].current,
+            int64_t(kPage));
+  ASSERT_TRUE(r.a->ReleasePool(kPool).ok());
+  EXPECT_EQ(VaHeld(r), 0);
+  ASSERT_TRUE(r.a->CheckInvariants().ok());
+  ASSERT_TRUE(r.a->EmptyCache().ok());
+  EXPECT_EQ(r.host->MemoryInfo().free_bytes, 8 * kPage);
 }
 
 }  // namespace
