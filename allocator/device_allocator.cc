@@ -372,7 +372,11 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   if (pages.size() < count && capturing_ == 0 &&
       ShouldReclaimFirst(block, count)) {
     status = fences_.PollAndFence();
-    if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
+    // Holes whose last use the GPU has not reached yet are waited for (their
+    // stream's fence): on a GPU running behind the CPU, the holes freed this
+    // step are exactly the ones whose pages the request needs. See Note
+    // [Reclaim before grow].
+    if (status.ok()) status = Reclaim(count, /*wait=*/true, &pages);
   }
   while (status.ok() && pages.size() < count) {
     absl::Status created = pages_.CreatePage(&page);

@@ -36,6 +36,9 @@ std::string UsageText() {
       "memory\n"
       "                       snapshot (python -m torch.cuda._memory_viz\n"
       "                       trace_plot FILE -o plot.html)\n"
+      "  --event-lag N        fragfree: device work completes N allocator\n"
+      "                       calls after it is issued (a GPU behind the\n"
+      "                       CPU); default 0, at once\n"
       "  --lenient            skip bad trace lines (and report how many)\n"
       "  --format F           auto|csv|rmm (default auto: from the header)\n"
       "  --alloc-conf CONF    PYTORCH_CUDA_ALLOC_CONF for the native and\n"
@@ -111,6 +114,15 @@ absl::StatusOr<CliOptions> ParseArgs(const std::vector<std::string>& args) {
     } else if (arg == "--json") {
       if (absl::Status s = no_value(); !s.ok()) return s;
       o.json = true;
+    } else if (arg == "--event-lag") {
+      absl::StatusOr<std::string> v = take_value();
+      if (!v.ok()) return v.status();
+      uint64_t lag = 0;
+      if (!absl::SimpleAtoi(*v, &lag) || lag > (uint64_t{1} << 40)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--event-lag wants a number of allocator calls, got '", *v, "'"));
+      }
+      o.policy_options.fragfree_event_lag = lag;
     } else if (arg == "--lenient") {
       if (absl::Status s = no_value(); !s.ok()) return s;
       o.lenient = true;

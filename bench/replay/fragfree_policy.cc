@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/simulated_backend.h"
-#include "allocator/stream/host_event_source.h"
+#include "bench/replay/lagging_event_source.h"
 
 namespace fragfree::replay {
 
@@ -78,7 +78,7 @@ class CountingBackend final : public PhysicalBackend {
 };
 
 absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
-    const PolicyConfig& config, size_t trace_entries) {
+    const PolicyConfig& config, size_t trace_entries, uint64_t event_lag) {
   const uint64_t capacity = config.capacity_bytes / kPageBytes * kPageBytes;
   if (capacity == 0) {
     return absl::InvalidArgumentError(absl::StrCat("fragfree policy: capacity ",
@@ -97,17 +97,25 @@ absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
   options.host_granularity_bytes = kPageBytes;
   auto backend = std::make_unique<CountingBackend>(capacity, kPageBytes);
   CountingBackend* counting = backend.get();
+  auto clock = std::make_unique<uint64_t>(0);
+  auto events = std::make_unique<LaggingEventSource>(event_lag, clock.get());
+  const LaggingEventSource* lagging = events.get();
   absl::StatusOr<std::unique_ptr<DeviceAllocator>> engine =
       DeviceAllocator::Create(/*device=*/0, options, std::move(backend),
-                              std::make_unique<HostEventSource>());
+                              std::move(events));
   if (!engine.ok()) return engine.status();
-  return std::unique_ptr<FragfreePolicy>(
-      new FragfreePolicy(std::move(*engine), counting));
+  return std::unique_ptr<FragfreePolicy>(new FragfreePolicy(
+      std::move(*engine), counting, std::move(clock), lagging));
 }
 
 FragfreePolicy::FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,
-                               CountingBackend* backend)
-    : engine_(std::move(engine)), backend_(backend) {}
+                               CountingBackend* backend,
+                               std::unique_ptr<uint64_t> clock,
+                               const LaggingEventSource* events)
+    : engine_(std::move(engine)),
+      backend_(backend),
+      clock_(std::move(clock)),
+      events_(events) {}
 
 FragfreePolicy::~FragfreePolicy() = default;
 
@@ -120,6 +128,7 @@ void FragfreePolicy::NoteError(absl::Status status) {
 }
 
 bool FragfreePolicy::Alloc(uint64_t id, uint64_t size, uint64_t stream) {
+  ++*clock_;
   // The engine answers nullptr for size 0; a replay still needs a distinct
   // live allocation, so ask for the smallest block instead.
   absl::StatusOr<void*> ptr =
@@ -137,6 +146,7 @@ bool FragfreePolicy::Alloc(uint64_t id, uint64_t size, uint64_t stream) {
 }
 
 void FragfreePolicy::Free(uint64_t id) {
+  ++*clock_;
   absl::Status s = engine_->Free(by_id_[id]);
   by_id_[id] = nullptr;
   if (!s.ok()) NoteError(s);
@@ -163,6 +173,7 @@ PolicyFigures FragfreePolicy::figures() const {
       {"handles_created", static_cast<uint64_t>(stats.handles_created)},
       {"sync_all_streams", static_cast<uint64_t>(stats.num_sync_all_streams)},
       {"arenas", static_cast<uint64_t>(stats.num_arenas)},
+      {"event_waits", events_->waits()},
   };
   return f;
 }

@@ -1,7 +1,8 @@
 // FragfreePolicy: fragfree's real engine (fragfree::DeviceAllocator) behind the
 // ReplayPolicy interface, on SimulatedBackend (physical memory as numbers: the
-// capacity bounds the page handles created, 2 MiB pages) and HostEventSource
-// (device work completes at once, as a trace's free_completed says it did).
+// capacity bounds the page handles created, 2 MiB pages) and a
+// LaggingEventSource (device work completes at once, as a trace's
+// free_completed says it did, or --event-lag allocator calls late).
 // A counting decorator between the engine and the backend gives the mapped and
 // physical bytes after every call without asking the engine for its stats.
 // Reserved = mapped bytes (DESIGN.md: "reserved for fragfree means physically
@@ -23,6 +24,7 @@
 namespace fragfree::replay {
 
 class CountingBackend;
+class LaggingEventSource;
 
 class FragfreePolicy final : public ReplayPolicy {
  public:
@@ -30,8 +32,11 @@ class FragfreePolicy final : public ReplayPolicy {
 
   // The capacity is rounded down to whole pages.
   // trace_entries > 0 records the engine's event trace for SnapshotPickle().
+  // event_lag > 0: device work completes that many allocator calls late
+  // (LaggingEventSource), as on a GPU that runs behind the CPU.
   static absl::StatusOr<std::unique_ptr<FragfreePolicy>> Create(
-      const PolicyConfig& config, size_t trace_entries = 0);
+      const PolicyConfig& config, size_t trace_entries = 0,
+      uint64_t event_lag = 0);
   ~FragfreePolicy() override;
 
   std::string name() const override { return "fragfree"; }
@@ -46,12 +51,15 @@ class FragfreePolicy final : public ReplayPolicy {
 
  private:
   FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,
-                 CountingBackend* backend);
+                 CountingBackend* backend, std::unique_ptr<uint64_t> clock,
+                 const LaggingEventSource* events);
   void NoteError(absl::Status status);
 
   std::unique_ptr<DeviceAllocator> engine_;
-  CountingBackend* backend_;  // owned by engine_
-  std::vector<void*> by_id_;  // allocation id -> pointer
+  CountingBackend* backend_;          // owned by engine_
+  std::unique_ptr<uint64_t> clock_;   // allocator calls so far
+  const LaggingEventSource* events_;  // owned by engine_
+  std::vector<void*> by_id_;          // allocation id -> pointer
   uint64_t ooms_ = 0;
   absl::Status status_;
 };

@@ -35,10 +35,11 @@ absl::StatusOr<PolicyFactory> MakePolicyFactory(std::string_view name,
   }
   if (name == "fragfree") {
     const size_t trace_entries = options.fragfree_trace_entries;
-    return PolicyFactory([trace_entries](const PolicyConfig& config)
+    const uint64_t lag = options.fragfree_event_lag;
+    return PolicyFactory([trace_entries, lag](const PolicyConfig& config)
                              -> absl::StatusOr<std::unique_ptr<ReplayPolicy>> {
       absl::StatusOr<std::unique_ptr<FragfreePolicy>> policy =
-          FragfreePolicy::Create(config, trace_entries);
+          FragfreePolicy::Create(config, trace_entries, lag);
       if (!policy.ok()) return policy.status();
       return std::unique_ptr<ReplayPolicy>(std::move(*policy));
     });

@@ -19,6 +19,9 @@ struct PolicyOptions {
   PytorchAllocConfig pytorch;
   // fragfree: events its trace ring keeps (for --snapshot); 0 = no trace.
   size_t fragfree_trace_entries = 0;
+  // fragfree: events complete this many allocator calls after they are
+  // recorded (--event-lag; LaggingEventSource); 0 = at once.
+  uint64_t fragfree_event_lag = 0;
 };
 
 // "native", "expandable", "fragfree": the default order of reports.
