@@ -44,6 +44,8 @@ MAX_BUCKETS = 256
 
 
 def _count(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an int in [low, high] (no bools, no floats), or
+    FragfreeValueError naming ``name``."""
     if isinstance(value, bool):
         raise FragfreeValueError(f"{name} must be an integer, got {value!r}")
     try:
@@ -68,6 +70,8 @@ def bucket_advice(lib: Library, device: int, num_buckets: int = 4) -> dict[str, 
 
 
 def _as_lengths(lengths: Iterable[Any]) -> list[int]:
+    """Sequence lengths (ints, or a tensor / array with ``tolist``) as a list of
+    non-negative ints that fit int64; FragfreeValueError names a bad element."""
     if hasattr(lengths, "tolist"):  # torch.Tensor, numpy.ndarray
         lengths = lengths.tolist()
     out = []
@@ -99,6 +103,8 @@ def sequence_buckets(
 
 
 def _sorted_buckets(buckets: Iterable[Any]) -> list[int]:
+    """Bucket lengths (or an advice dict's ``buckets``) sorted, deduplicated and
+    checked positive; an empty list is a FragfreeValueError."""
     if isinstance(buckets, dict):  # an advice dict from sequence_buckets()
         buckets = buckets.get("buckets", [])
     out = sorted({_count("bucket", b, 1) for b in buckets})
@@ -124,10 +130,12 @@ def pad_to_bucket(length: int, buckets: Iterable[Any]) -> int:
 
 
 def _is_tensor(x: Any) -> bool:
+    """True for a torch.Tensor (recognised without importing torch)."""
     return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "new_full")
 
 
 def _is_ndarray(x: Any) -> bool:
+    """True for a numpy.ndarray (recognised without importing numpy)."""
     return type(x).__module__.split(".")[0] == "numpy" and hasattr(x, "dtype")
 
 
@@ -182,6 +190,7 @@ class BucketCollate:
         return self.buckets[bisect.bisect_left(self.buckets, longest)]
 
     def __call__(self, batch: Sequence[Any]) -> Any:
+        """Pads ``batch`` (1-D sequences) to ``target_length`` of its longest."""
         if len(batch) == 0:
             raise FragfreeValueError("BucketCollate: the batch is empty")
         for i, x in enumerate(batch):
