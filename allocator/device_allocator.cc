@@ -38,7 +38,8 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       rounding_(options.rounding),
       page_size_(backend_->Granularity()),
       fences_(events_.get()),
-      pages_(backend_.get(), 0) {
+      pages_(backend_.get(), 0),
+      request_sizes_(options.bucket_sample) {
   MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);
@@ -221,6 +222,7 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                               StreamHandle stream) {
   if (size == 0) return nullptr;
   MutexLock lock(&mu_);
+  request_sizes_.Note(size);
   if (size > limit_bytes_) {
     return OutOfMemory(size, size, stream, 0,
                        absl::StrFormat("the request is larger than the memory "
@@ -782,6 +784,7 @@ void DeviceAllocator::ResetPeakStats() {
 void DeviceAllocator::ResetAccumulatedStats() {
   MutexLock lock(&mu_);
   stats_.ResetAccumulated();
+  request_sizes_.Clear();
 }
 
 void DeviceAllocator::SetTraceEntries(size_t entries) {
@@ -797,6 +800,13 @@ std::vector<TraceEntry> DeviceAllocator::Trace() const {
 OomInfo DeviceAllocator::last_oom() const {
   MutexLock lock(&mu_);
   return last_oom_;
+}
+
+std::vector<SizeCount> DeviceAllocator::RequestSizes(
+    SizeHistogram::Info* info) const {
+  MutexLock lock(&mu_);
+  if (info != nullptr) *info = request_sizes_.info();
+  return request_sizes_.Entries();
 }
 
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {

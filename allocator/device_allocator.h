@@ -35,6 +35,7 @@
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
+#include "allocator/obs/size_histogram.h"
 #include "allocator/obs/stats.h"
 #include "allocator/obs/trace.h"
 #include "allocator/options.h"
@@ -115,6 +116,11 @@ class DeviceAllocator {
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
   OomInfo last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The request sizes sampled so far (the bucket_sample option), counts scaled
+  // to estimate every request: the bucket advisor's input. `info` (optional)
+  // receives the histogram's figures. ResetAccumulatedStats clears it.
+  std::vector<SizeCount> RequestSizes(SizeHistogram::Info* info = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Requested size of a live allocation (0 if none).
   size_t AllocationSize(const void* ptr) const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<ArenaView> Arenas() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -229,6 +235,7 @@ class DeviceAllocator {
   std::vector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
   int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
+  SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<uintptr_t, size_t>> runs_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,3 +1,6 @@
+// Options::Parse: the FRAGFREE_CONF tokenizer and every key's parser and
+// validation (errors name the key and what was expected). Thread-safety: pure
+// functions.
 #include "allocator/options.h"
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/base/units.h"
+#include "allocator/obs/bucket_advisor.h"
 
 namespace fragfree {
 namespace {
@@ -175,7 +179,9 @@ const std::vector<std::string>& Options::KnownKeys() {
                                    "stats_at_exit",
                                    "snapshot_path",
                                    "oom_report_path",
-                                   "trace_entries"};
+                                   "trace_entries",
+                                   "bucket_sample",
+                                   "bucket_advice_k"};
   return *keys;
 }
 
@@ -289,6 +295,27 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
     } else if (key == "trace_entries") {
       absl::StatusOr<uint64_t> n = ParseUint(key, value);
       if (n.ok()) o.trace_entries = *n;
+      status = n.status();
+    } else if (key == "bucket_sample") {
+      absl::StatusOr<uint64_t> n = ParseUint(key, value);
+      if (n.ok() && *n > kMaxBucketSample) {
+        n = BadValue(key, value,
+                     absl::StrFormat("0 (off) or 1 to %d: one request in N "
+                                     "is sampled",
+                                     kMaxBucketSample));
+      } else if (!n.ok()) {
+        n = BadValue(key, value, "a whole number: 0 (off) or 1 in N requests");
+      }
+      if (n.ok()) o.bucket_sample = uint32_t(*n);
+      status = n.status();
+    } else if (key == "bucket_advice_k") {
+      absl::StatusOr<uint64_t> n = ParseUint(key, value);
+      if (!n.ok() || *n < 1 || *n > kMaxAdvisedBuckets) {
+        n = BadValue(key, value,
+                     absl::StrFormat("a number of buckets from 1 to %d",
+                                     kMaxAdvisedBuckets));
+      }
+      if (n.ok()) o.bucket_advice_k = *n;
       status = n.status();
     }
     if (!status.ok()) return status;

@@ -6,6 +6,7 @@
 #ifndef FRAGFREE_ALLOCATOR_OPTIONS_H_
 #define FRAGFREE_ALLOCATOR_OPTIONS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,9 @@
 #include "allocator/policy/size_classes.h"
 
 namespace fragfree {
+
+// The largest `bucket_sample` (one request in N goes to the histogram).
+inline constexpr uint64_t kMaxBucketSample = uint64_t{1} << 20;
 
 enum class BackendKind { kCuda, kHost, kSimulated };
 
@@ -40,6 +44,11 @@ struct Options {
   std::string snapshot_path;    // write a snapshot here at exit
   std::string oom_report_path;  // write OOM reports (JSON + HTML) here
   size_t trace_entries = 0;     // trace ring buffer capacity; 0 = off
+  // Bucket advisor (docs/oom.md): 1 in `bucket_sample` requests (on average)
+  // goes into the device's request-size histogram (0 = off); OOM reports and
+  // the exit summary advise `bucket_advice_k` rounding buckets from it.
+  uint32_t bucket_sample = 8;
+  size_t bucket_advice_k = 4;
 
   // Parses a FRAGFREE_CONF string on top of `base`.
   static absl::StatusOr<Options> Parse(std::string_view conf);

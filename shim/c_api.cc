@@ -2,9 +2,12 @@
 // ff_status_t firewall (no exception or Status crosses the C ABI), and dispatch
 // to the process Runtime's device allocators. Thread-safety: every function is
 // thread-safe (the Runtime and allocators lock).
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
 #include "fragfree/fragfree.h"
@@ -197,6 +200,81 @@ size_t ff_snapshot_json(int device, char* buf, size_t len) {
       d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace())
         : fragfree::SnapshotToJson(device, {}, {}),
       buf, len);
+}
+
+size_t ff_bucket_advice_json(int device, int num_buckets, char* buf,
+                             size_t len) {
+  Runtime& rt = Runtime::Get();
+  if (num_buckets > int(fragfree::kMaxAdvisedBuckets)) {
+    rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_bucket_advice_json: num_buckets %d is above %d (0 or less: the "
+        "bucket_advice_k option)",
+        num_buckets, fragfree::kMaxAdvisedBuckets)));
+    return 0;
+  }
+  if (device < 0) device = 0;
+  DeviceAllocator* d = rt.Existing(device);
+  const fragfree::Options options = d ? d->options() : rt.options();
+  const size_t k =
+      num_buckets > 0 ? size_t(num_buckets) : options.bucket_advice_k;
+  fragfree::SizeHistogram::Info info;
+  info.sample_every = options.bucket_sample;
+  std::vector<fragfree::SizeCount> sizes;
+  fragfree::BucketAdvisorOptions advisor;
+  advisor.num_buckets = k;
+  if (d != nullptr) {
+    sizes = d->RequestSizes(&info);
+    if (size_t limit = d->memory_limit(); limit != 0) advisor.max_size = limit;
+  }
+  const std::string advice =
+      fragfree::BucketAdviceToJson(fragfree::AdviseBuckets(sizes, advisor));
+  // {"device":..,<histogram figures>, <the advice's fields>}
+  return CopyOut(
+      absl::StrFormat("{\"device\":%d,\"num_buckets\":%d,\"sample_every\":%d,"
+                      "\"samples\":%d,\"distinct_sizes\":%d,"
+                      "\"max_distinct_sizes\":%d,\"precision_bits\":%d,%s",
+                      device, k, info.sample_every, info.samples,
+                      info.distinct_sizes, info.max_sizes, info.precision_bits,
+                      advice.substr(1)),
+      buf, len);
+}
+
+size_t ff_advise_sequence_buckets_json(const int64_t* lengths, size_t n,
+                                       int num_buckets, int multiple_of,
+                                       char* buf, size_t len) {
+  Runtime& rt = Runtime::Get();
+  auto fail = [&](std::string message) -> size_t {
+    rt.Report(absl::InvalidArgumentError("ff_advise_sequence_buckets_json: " +
+                                         message));
+    return 0;
+  };
+  if (lengths == nullptr && n > 0) return fail("lengths is NULL");
+  if (num_buckets < 1 || num_buckets > int(fragfree::kMaxAdvisedBuckets)) {
+    return fail(absl::StrFormat("num_buckets %d is outside 1 to %d",
+                                num_buckets, fragfree::kMaxAdvisedBuckets));
+  }
+  if (multiple_of < 1) {
+    return fail(absl::StrFormat("multiple_of %d is not a positive number",
+                                multiple_of));
+  }
+  std::vector<int64_t> sorted(lengths, lengths + n);
+  std::sort(sorted.begin(), sorted.end());
+  if (!sorted.empty() && sorted.front() < 0) {
+    return fail(absl::StrFormat("length %d is negative", sorted.front()));
+  }
+  std::vector<fragfree::LengthCount> histogram;
+  for (int64_t length : sorted) {
+    if (histogram.empty() || histogram.back().length != size_t(length)) {
+      histogram.push_back({size_t(length), 0});
+    }
+    ++histogram.back().count;
+  }
+  const std::string advice =
+      fragfree::SeqBucketAdviceToJson(fragfree::AdviseSequenceBuckets(
+          histogram, size_t(num_buckets), size_t(multiple_of)));
+  return CopyOut(absl::StrFormat("{\"num_buckets\":%d,\"multiple_of\":%d,%s",
+                                 num_buckets, multiple_of, advice.substr(1)),
+                 buf, len);
 }
 
 ff_status_t ff_dump_snapshot(int device, const char* path) {

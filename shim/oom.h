@@ -1,8 +1,9 @@
 // The OOM report at the C edge: when ff_malloc fails for lack of memory, build
 // the report from the device's state (obs/oom_report.h: facts, stats, memory
-// map, diagnosis and advice), return its text for the error message (stderr by
-// default; PyTorch's RuntimeError in pluggable mode), and, with the
-// oom_report_path option, write its JSON and HTML next to each other.
+// map, diagnosis and advice, with the bucket advisor's round_buckets string
+// from the device's sampled request sizes), return its text for the error
+// message (stderr by default; PyTorch's RuntimeError in pluggable mode), and,
+// with the oom_report_path option, write its JSON and HTML next to each other.
 // Thread-safety: called without the allocator's lock held; safe from any
 // thread.
 #ifndef FRAGFREE_SHIM_OOM_H_

@@ -1,10 +1,10 @@
 // The LD_PRELOAD mode's process plumbing (docs/preload.md): the library
 // constructor (is this process preloaded? choose PyTorch's backend through
 // PYTORCH_CUDA_ALLOC_CONF), the one-time notice of what fragfree sees under the
-// user's setting, fork handlers, and the stats_at_exit summary. The
-// constructor makes no CUDA or driver call and parses nothing that can fail:
-// loading the library into a process that never uses CUDA changes nothing but
-// that variable.
+// user's setting, fork handlers, and the stats_at_exit summary (with the
+// bucket advisor's line). The constructor makes no CUDA or driver call and
+// parses nothing that can fail: loading the library into a process that never
+// uses CUDA changes nothing but that variable.
 // Thread-safety: the constructor runs before any thread exists and writes the
 // configuration once; afterwards state is atomics. The fork handlers take the
 // preload layer's locks around fork(). The exit handler reads engine state
@@ -23,9 +23,11 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/units.h"
+#include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
 #include "shim/runtime.h"
@@ -226,6 +228,22 @@ void PrintDeviceSummary(int device, DeviceAllocator& d) {
       static_cast<long long>(s.pages_mapped),
       static_cast<long long>(s.pages_unmapped),
       static_cast<long long>(s.pages_remapped));
+  // The bucket advisor over the sampled request sizes (docs/oom.md).
+  if (std::vector<SizeCount> sizes = d.RequestSizes(); !sizes.empty()) {
+    BucketAdvisorOptions advisor;
+    advisor.num_buckets = d.options().bucket_advice_k;
+    if (size_t limit = d.memory_limit(); limit != 0) advisor.max_size = limit;
+    const BucketAdvice a = AdviseBuckets(sizes, advisor);
+    if (!a.conf.empty()) {
+      fprintf(stderr,
+              "fragfree:   bucket advice: FRAGFREE_CONF=%s (%zu block sizes "
+              "instead of %zu; padding %s, default rounding %s)\n",
+              a.conf.c_str(), a.advised_distinct_sizes,
+              a.default_distinct_sizes,
+              FormatBytes(size_t(a.padding_bytes)).c_str(),
+              FormatBytes(size_t(a.default_padding_bytes)).c_str());
+    }
+  }
 }
 
 void PrintPinnedSummary() {

@@ -33,6 +33,10 @@
 
 namespace fragfree {
 
+// The most buckets the C API, the options and the Python helpers ask for (the
+// programme's memory grows as buckets x distinct sizes).
+inline constexpr size_t kMaxAdvisedBuckets = 256;
+
 // One histogram entry: `count` requests of `size` bytes. Entries may come in
 // any order and repeat a size.
 struct SizeCount {

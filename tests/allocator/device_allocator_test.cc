@@ -188,6 +188,38 @@ TEST(DeviceAllocator, StatsFollowPyTorchMeanings) {
   EXPECT_NE(json.find("\"fragmentation.u_alloc\""), std::string::npos);
 }
 
+TEST(DeviceAllocator, RequestSizesFeedTheBucketAdvisor) {
+  Options o;
+  o.bucket_sample = 1;
+  Fixture f = Make(32, o);
+  std::vector<void*> held;
+  for (int i = 0; i < 10; ++i) held.push_back(*f.a->Malloc(1000, kS1));
+  for (int i = 0; i < 10; ++i) held.push_back(*f.a->Malloc(1100, kS1));
+  held.push_back(*f.a->Malloc(5000, kS1));
+  // A failed request is part of the workload too.
+  EXPECT_FALSE(f.a->Malloc(size_t{1} << 50, kS1).ok());
+  SizeHistogram::Info info;
+  std::vector<SizeCount> sizes = f.a->RequestSizes(&info);
+  EXPECT_EQ(info.samples, 22u);
+  EXPECT_EQ(info.sample_every, 1u);
+  BucketAdvisorOptions advisor;
+  advisor.num_buckets = 2;
+  advisor.max_size = f.a->memory_limit();
+  // docs/oom.md's hand-checked example, from the engine's own histogram.
+  BucketAdvice a = AdviseBuckets(sizes, advisor);
+  EXPECT_EQ(a.buckets, (std::vector<size_t>{1536, 5120}));
+  EXPECT_EQ(a.conf, "round_buckets:[1536,5K]");
+  EXPECT_EQ(a.unbucketed_requests, 1u);
+  for (void* p : held) ASSERT_TRUE(f.a->Free(p).ok());
+  f.a->ResetAccumulatedStats();
+  EXPECT_TRUE(f.a->RequestSizes().empty());
+
+  o.bucket_sample = 0;
+  Fixture off = Make(4, o);
+  ASSERT_TRUE(off.a->Free(*off.a->Malloc(1000, kS1)).ok());
+  EXPECT_TRUE(off.a->RequestSizes().empty());
+}
+
 // Every backend call that can fail, failed at every position of a sequence:
 // the request fails cleanly, nothing is left half-mapped or leaked, and the
 // next request works once the fault is gone.

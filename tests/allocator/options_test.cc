@@ -44,6 +44,31 @@ TEST(Options, Buckets) {
   EXPECT_FALSE(Options::Parse("round_buckets:[1000]").ok());
 }
 
+TEST(Options, BucketAdvisorKeys) {
+  Options o = *Options::Parse("");
+  EXPECT_EQ(o.bucket_sample, 8u);
+  EXPECT_EQ(o.bucket_advice_k, 4u);
+  o = *Options::Parse("bucket_sample:0,bucket_advice_k:16");
+  EXPECT_EQ(o.bucket_sample, 0u);
+  EXPECT_EQ(o.bucket_advice_k, 16u);
+  EXPECT_EQ(Options::Parse("bucket_sample:1")->bucket_sample, 1u);
+  for (const char* bad :
+       {"bucket_sample:-1", "bucket_sample:often", "bucket_sample:2000000",
+        "bucket_advice_k:0", "bucket_advice_k:257", "bucket_advice_k:x"}) {
+    absl::StatusOr<Options> r = Options::Parse(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    const std::string key =
+        std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_NE(r.status().message().find("'" + key + "'"), std::string::npos)
+        << r.status();
+  }
+  EXPECT_NE(Options::Parse("bucket_advice_k:0")
+                .status()
+                .message()
+                .find("from 1 to 256"),
+            std::string::npos);
+}
+
 TEST(Options, ErrorsNameTheKey) {
   absl::StatusOr<Options> o = Options::Parse("expandable_segmentz:True");
   ASSERT_FALSE(o.ok());

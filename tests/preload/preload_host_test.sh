@@ -66,6 +66,7 @@ expect_quiet "quiet by default"
 run_mode "stats at exit" FRAGFREE_CONF=backend:host,stats_at_exit:True one
 expect_stderr "stats at exit" "fragfree: device 0 (host) at exit" 1
 expect_stderr "stats at exit" "U_alloc" 1
+expect_stderr "stats at exit" "bucket advice: FRAGFREE_CONF=round_buckets:\[" 1
 run_mode "stats at exit, pinned" FRAGFREE_CONF=backend:host,stats_at_exit:True pinned
 expect_stderr "stats at exit, pinned" "pinned host memory" 1
 run_mode "stats at exit, nothing used" FRAGFREE_CONF=backend:host,stats_at_exit:True none

@@ -11,6 +11,9 @@ Owns the public API:
   torch.cuda.OutOfMemoryError). ``config`` keys are FRAGFREE_CONF keys.
 * ``stats``, ``memory_summary``, ``snapshot``, ``dump_snapshot``, ``empty_cache``,
   ``set_memory_fraction``, ``reset_peak_stats`` -- work with or without torch.
+* ``bucket_advice``, ``sequence_buckets``, ``pad_to_bucket``, ``BucketCollate`` --
+  the bucket advisor: rounding buckets for the observed request sizes, and
+  sequence-length buckets for a data loader (_buckets.py).
 
 Everything talks to libfragfree through its C API (ctypes; see _library.py for how
 the library is found). docs/python.md is the user documentation.
@@ -21,7 +24,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _stats
+from . import _buckets, _stats
+from ._buckets import BucketCollate, pad_to_bucket
 from ._config import format_conf, merge_conf
 from ._device import device_index
 from ._errors import (
@@ -51,6 +55,10 @@ __all__ = [
     "empty_cache",
     "set_memory_fraction",
     "reset_peak_stats",
+    "bucket_advice",
+    "sequence_buckets",
+    "pad_to_bucket",
+    "BucketCollate",
     "format_conf",
     "FragfreeError",
     "FragfreeValueError",
@@ -181,10 +189,37 @@ def stats_nested(device: Any = None) -> dict[str, Any]:
 
 def memory_summary(device: Any = None) -> str:
     """A short report: allocated / reserved, U_alloc, U_active, waste, external
-    fragmentation and whether the allocated-vs-reserved gap is severe."""
+    fragmentation, whether the allocated-vs-reserved gap is severe, and the
+    bucket advisor's round_buckets line once requests were sampled."""
     lib = library()
     idx = _index(device)
-    return _stats.summary_text(lib.stats(idx), idx, header=f"libfragfree {lib.version()}")
+    text = _stats.summary_text(lib.stats(idx), idx, header=f"libfragfree {lib.version()}")
+    return text + _buckets.summary_line(lib, idx)
+
+
+def bucket_advice(num_buckets: int = 4, device: Any = None) -> dict[str, Any]:
+    """The ``num_buckets`` rounding buckets that minimise padding for the
+    request sizes libfragfree has seen on ``device`` (sampled 1 in
+    ``bucket_sample`` requests; None: the current device), as a dict:
+    ``buckets`` (bytes), ``conf`` (``"round_buckets:[...]"`` for FRAGFREE_CONF;
+    "" before any request), ``config`` (``{"round_buckets": [...]}``, for
+    ``enable(**advice["config"])`` in the next run), the padding and the number
+    of distinct block sizes with the advice, with PyTorch's default rounding and
+    with ``roundup_power2_divisions:4``, and the histogram's figures.
+    ``num_buckets`` 0: the library's ``bucket_advice_k`` option. Works without
+    torch; raises FragfreeError if the library predates the advisor."""
+    return _buckets.bucket_advice(library(), _index(device), num_buckets)
+
+
+def sequence_buckets(lengths: Any, num_buckets: int = 4, multiple_of: int = 8) -> dict[str, Any]:
+    """The ``num_buckets`` padded lengths (multiples of ``multiple_of``, e.g. 8
+    for tensor cores) that minimise padding tokens when each sequence of
+    ``lengths`` (ints, a list, numpy array or tensor of a data set's lengths)
+    is padded to the smallest one that holds it: ``buckets`` (ascending),
+    ``sequences_per_bucket``, ``tokens``, ``padding_tokens`` and
+    ``pad_to_max_padding_tokens`` (padding everything to the longest). Feed
+    ``buckets`` to pad_to_bucket() or BucketCollate."""
+    return _buckets.sequence_buckets(library(), lengths, num_buckets, multiple_of)
 
 
 def snapshot(include_traces: bool = True) -> dict[str, Any]:

@@ -23,12 +23,13 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from . import _elf
 from ._errors import (
     FF_OK,
     FragfreeError,
+    FragfreeValueError,
     LibraryNotFoundError,
     error_for_status,
 )
@@ -128,6 +129,13 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "ff_shutdown": (_status, []),
     # What the OOM report knows of the program (fragfree.watch()).
     "ff_set_oom_hints": (_status, [_c_int, _c_size, _c_size, _c_size, _c_size, ctypes.c_uint32]),
+    # The bucket advisor (docs/oom.md): advice from the sampled request sizes,
+    # and the same programme over a data loader's sequence lengths.
+    "ff_bucket_advice_json": (_c_size, [_c_int, _c_int, _c_char_p, _c_size]),
+    "ff_advise_sequence_buckets_json": (
+        _c_size,
+        [ctypes.POINTER(ctypes.c_int64), _c_size, _c_int, _c_int, _c_char_p, _c_size],
+    ),
 }
 
 # The entry points PyTorch's CUDAPluggableAllocator needs, by hook name.
@@ -295,16 +303,20 @@ class Library:
 
     # -- observability ------------------------------------------------------
     def _json_call(self, fn: Callable[..., int], device: int, what: str) -> Any:
-        n = fn(device, None, 0)
+        return self._json_text(lambda buf, n: fn(device, buf, n), f"{what}(device={device})")
+
+    def _json_text(self, call: Callable[[Any, int], int], what: str) -> Any:
+        """Runs ``call(buf, len)`` with the C API's buffer convention (returns
+        the full length, 0 on error) and parses the JSON it writes."""
+        n = call(None, 0)
         message = self.last_error() if n == 0 else ""
         while True:
             if n == 0:
                 raise FragfreeError(
-                    f"{what}(device={device}) failed: "
-                    f"{message or 'no message from libfragfree'}"
+                    f"{what} failed: {message or 'no message from libfragfree'}"
                 )
             buf = ctypes.create_string_buffer(n + 1)
-            m = fn(device, buf, n + 1)
+            m = call(buf, n + 1)
             if m == 0:
                 n, message = 0, self.last_error()
                 continue
@@ -312,6 +324,18 @@ class Library:
                 break
             n = m  # grew between the two calls; try again
         return json.loads(buf.value.decode("utf-8"))
+
+    def _require(self, name: str, what: str) -> Any:
+        """The optional C function ``name``, or a FragfreeError saying that this
+        library is too old for ``what``."""
+        fn = self._optional.get(name)
+        if fn is None:
+            raise FragfreeError(
+                f"{what} needs {name}(), which {self.path} does not export: it was built "
+                "before that function existed. Rebuild libfragfree (ninja -C <repo>/build) "
+                "or set FRAGFREE_LIBRARY to a newer libfragfree.so."
+            )
+        return fn
 
     def stats(self, device: int = 0) -> dict[str, Any]:
         """The flat stats dict of ``device`` (memory_stats() keys plus
@@ -346,6 +370,42 @@ class Library:
         self._check(fn(device, parameters, gradients, optimizer_state, other,
                        techniques), "ff_set_oom_hints")
         return True
+
+    @property
+    def has_bucket_advice(self) -> bool:
+        return "ff_bucket_advice_json" in self._optional
+
+    def bucket_advice(self, device: int = 0, num_buckets: int = 0) -> dict[str, Any]:
+        """ff_bucket_advice_json parsed: the advised rounding buckets for the
+        request sizes ``device`` has seen (num_buckets <= 0: the library's
+        bucket_advice_k option). Raises FragfreeError if the library lacks it."""
+        fn = self._require("ff_bucket_advice_json", "bucket advice")
+        return self._json_text(
+            lambda buf, n: fn(device, num_buckets, buf, n),
+            f"ff_bucket_advice_json(device={device}, num_buckets={num_buckets})",
+        )
+
+    def advise_sequence_buckets(
+        self, lengths: Sequence[int], num_buckets: int, multiple_of: int
+    ) -> dict[str, Any]:
+        """ff_advise_sequence_buckets_json over ``lengths`` (non-negative
+        ints) parsed. Raises FragfreeError if the library lacks it, and
+        FragfreeValueError for arguments it refuses."""
+        fn = self._require("ff_advise_sequence_buckets_json", "sequence bucketing")
+        n = len(lengths)
+        array = (ctypes.c_int64 * max(n, 1))(*lengths)
+        what = (
+            f"ff_advise_sequence_buckets_json(n={n}, num_buckets={num_buckets}, "
+            f"multiple_of={multiple_of})"
+        )
+        try:
+            return self._json_text(
+                lambda buf, size: fn(array, n, num_buckets, multiple_of, buf, size), what
+            )
+        except FragfreeError as e:
+            if "ff_advise_sequence_buckets_json:" in str(e):
+                raise FragfreeValueError(str(e)) from e
+            raise
 
     @property
     def has_record_history(self) -> bool:

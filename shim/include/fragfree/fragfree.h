@@ -93,6 +93,26 @@ FF_API size_t ff_allocation_size(const void* ptr, int device);
  * ({"segments": [...], "device_traces": [...]}); returns the full length
  * (excluding the NUL) like ff_stats_json, or 0 on error. */
 FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
+/* The bucket advisor (docs/oom.md): the num_buckets rounding buckets that
+ * minimise padding for the request sizes the device has seen (sampled 1 in
+ * bucket_sample requests), as one JSON object: "buckets" (bytes, ascending),
+ * "conf" ("round_buckets:[...]", ready for FRAGFREE_CONF; "" before any
+ * request), the padding and distinct block sizes with the advised buckets,
+ * PyTorch's default rounding and roundup_power2_divisions:4, and the
+ * histogram's figures. num_buckets <= 0: the bucket_advice_k option; above
+ * 256: an error. device < 0: device 0. Returns the full length (excluding the
+ * NUL), like ff_stats_json, or 0 on error. */
+FF_API size_t ff_bucket_advice_json(int device, int num_buckets, char* buf,
+                                    size_t len);
+/* The same programme on sequence lengths, for a data loader: the num_buckets
+ * (1 to 256) lengths, multiples of multiple_of (>= 1), that minimise padding
+ * tokens when each sequence is padded to the smallest length that holds it.
+ * JSON: "lengths", "sequences_per_bucket", "sequences", "tokens",
+ * "padding_tokens", "pad_to_max_padding_tokens". Negative lengths are an
+ * error. Returns the full length like ff_stats_json, or 0 on error. */
+FF_API size_t ff_advise_sequence_buckets_json(const int64_t* lengths, size_t n,
+                                              int num_buckets, int multiple_of,
+                                              char* buf, size_t len);
 /* Writes the device's snapshot to `path`: a pickle that PyTorch's memory viewer
  * opens (python -m torch.cuda._memory_viz trace_plot path -o plot.html), or
  * JSON when the path ends in ".json". device < 0: device 0. */
