@@ -9,13 +9,15 @@
 #   tests     every *_test binary of the bundle (conformance, stress, preload on
 #             the CUDA backend included)
 #   bench     the hot path on the CUDA backend (malloc_free_bench)
-#   python    integrations/python/tests/gpu_smoke.py, both modes
+#   python    integrations/python/tests/gpu_smoke.py, both modes ($PY_CHECKS:
+#             only those checks)
 #   oom       bench/gpu/oom_examples.py: the two deliberate OOMs and reports
 #   viz       a GPT-2 run under LD_PRELOAD whose exit snapshot (written by the
 #             library) goes through python -m torch.cuda._memory_viz
 #   pinned    bench/gpu/pinned_offload.py (footprint and bandwidth)
 #   patterns  bench/gpu/patterns.py --pattern generate (a trace for replay)
-#   train     bench/gpu/train_matrix.py (losses, U_alloc, step time, leaks)
+#   train     bench/gpu/train_matrix.py (losses, U_alloc, step time, leaks;
+#             $TRAIN_CONFIGS, $TRAIN_MODES, $TRAIN_STEPS select)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B="${1:-.carry/gpu}"
@@ -54,7 +56,14 @@ if has bench; then
   run bench_cuda 120 env FRAGFREE_BENCH_BACKEND=cuda "$B/bin/malloc_free_bench" --benchmark_min_time=0.2s
 fi
 if has python; then
-  run python_gpu_smoke 330 python3 integrations/python/tests/gpu_smoke.py --timeout 120
+  if [ -n "${PY_CHECKS:-}" ]; then  # a subset, e.g. PY_CHECKS="p_snapshot_viz n_mempool"
+    for c in $PY_CHECKS; do
+      python3 integrations/python/tests/gpu_smoke.py --check "$c" >>"$OUT/python_gpu_smoke.log" 2>&1
+    done
+    row python_gpu_smoke "$(grep -c '^PASS' "$OUT/python_gpu_smoke.log") of $(echo $PY_CHECKS | wc -w) passed"
+  else
+    run python_gpu_smoke 330 python3 integrations/python/tests/gpu_smoke.py --timeout 120
+  fi
 fi
 if has oom; then
   for c in activations persistent; do

@@ -6,6 +6,7 @@ ratio, peak device memory in use, and live bytes after the run and a cleanup.
   python3 bench/gpu/train_matrix.py --lib path/to/libfragfree.so --out DIR
       [--configs gpt2,gpt2+ckpt,llama,llama+ckpt] [--modes native,enable,preload]
       [--steps 100]
+  A mode may carry its own FRAGFREE_CONF: enable@reclaim_before_grow:False.
 
 Writes DIR/train_matrix.json (every RESULT) and DIR/train_matrix.md (the table),
 and prints the table last.
@@ -32,15 +33,19 @@ lib = os.path.abspath(args.lib)
 results = []
 for config in args.configs.split(","):
     model, _, extra = config.partition("+")
-    for mode in args.modes.split(","):
+    for spec in args.modes.split(","):
+        # "enable@reclaim_before_grow:False": a mode with its own FRAGFREE_CONF.
+        mode, _, conf = spec.partition("@")
         cmd = [sys.executable, os.path.join(here, "train_check.py"), "--mode", mode,
                "--model", model, "--steps", str(args.steps)]
         if extra == "ckpt":
             cmd.append("--ckpt")
         env = dict(os.environ, FRAGFREE_LIBRARY=lib)
+        if conf:
+            env["FRAGFREE_CONF"] = conf
         if mode == "preload":
             env["LD_PRELOAD"] = lib
-        name = f"{config}-{mode}"
+        name = f"{config}-{spec}"
         t0 = time.time()
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
         with open(os.path.join(args.out, f"train_{name}.log"), "w") as f:
@@ -48,10 +53,11 @@ for config in args.configs.split(","):
         lines = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
         if r.returncode != 0 or not lines:
             print(f"{name}: FAILED rc={r.returncode} {r.stderr.strip().splitlines()[-1:]}", flush=True)
-            results.append(dict(config=config, mode=mode, failed=True))
+            results.append(dict(config=config, mode=spec, failed=True))
             continue
         res = json.loads(lines[-1][7:])
         res["config"], res["wall_s"] = config, round(time.time() - t0, 1)
+        res["mode"] = spec
         results.append(res)
         print(f"{name}: {res['steps']} steps, {res['step_ms_median']} ms, U {res['u_alloc']}, "
               f"leak {res['leak_bytes']} B ({res['wall_s']} s)", flush=True)
