@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/units.h"
+#include "allocator/stream/cuda_events.h"
 
 namespace fragfree {
 
@@ -28,13 +29,10 @@ absl::StatusOr<std::unique_ptr<CudaPinningBackend>> CudaPinningBackend::Create(
     Mode mode, int device) {
   absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
   if (!loaded.ok()) return loaded.status();
-  const CudaDriver& cu = **loaded;
-  CUdevice dev;
-  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, device));
-  CUcontext context;
-  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
+  absl::StatusOr<CUcontext> context = (*loaded)->RetainPrimaryContext(device);
+  if (!context.ok()) return context.status();
   return std::unique_ptr<CudaPinningBackend>(
-      new CudaPinningBackend(&cu, context, mode));
+      new CudaPinningBackend(*loaded, *context, mode));
 }
 
 std::string CudaPinningBackend::name() const {
@@ -87,12 +85,11 @@ absl::StatusOr<std::unique_ptr<CudaStreamEvents>> CudaStreamEvents::Create(
     int fallback_device) {
   absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
   if (!loaded.ok()) return loaded.status();
-  const CudaDriver& cu = **loaded;
-  CUdevice dev;
-  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, fallback_device));
-  CUcontext context;
-  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
-  return std::unique_ptr<CudaStreamEvents>(new CudaStreamEvents(&cu, context));
+  absl::StatusOr<CUcontext> context =
+      (*loaded)->RetainPrimaryContext(fallback_device);
+  if (!context.ok()) return context.status();
+  return std::unique_ptr<CudaStreamEvents>(
+      new CudaStreamEvents(*loaded, *context));
 }
 
 CudaStreamEvents::~CudaStreamEvents() {
@@ -122,34 +119,19 @@ absl::StatusOr<EventId> CudaStreamEvents::Record(StreamHandle stream) {
   absl::StatusOr<CUcontext> context = ContextOf(stream);
   if (!context.ok()) return context.status();
   CudaContextScope scope(*cu_, *context);
-  MetadataVector<CUevent>& pool = idle_[*context];
-  CUevent event;
-  if (!pool.empty()) {
-    event = pool.back();
-    pool.pop_back();
-  } else {
-    FF_CU_RETURN_IF_ERROR(*cu_, cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
-  }
-  CUresult r = cu_->cuEventRecord(event, reinterpret_cast<CUstream>(stream));
-  if (r != CUDA_SUCCESS) {
-    pool.push_back(event);
-    return cu_->ToStatus(r, "cuEventRecord", __FILE__, __LINE__);
-  }
-  live_[event] = *context;
-  return EventId(reinterpret_cast<uintptr_t>(event));
+  absl::StatusOr<CUevent> event =
+      RecordPooledEvent(*cu_, idle_[*context], stream);
+  if (!event.ok()) return event.status();
+  live_[*event] = *context;
+  return EventId(reinterpret_cast<uintptr_t>(*event));
 }
 
 absl::StatusOr<bool> CudaStreamEvents::Query(EventId event) {
-  CUresult r = cu_->cuEventQuery(reinterpret_cast<CUevent>(event));
-  if (r == CUDA_SUCCESS) return true;
-  if (r == CUDA_ERROR_NOT_READY) return false;
-  return cu_->ToStatus(r, "cuEventQuery", __FILE__, __LINE__);
+  return QueryCudaEvent(*cu_, event);
 }
 
 absl::Status CudaStreamEvents::Synchronize(EventId event) {
-  FF_CU_RETURN_IF_ERROR(*cu_,
-                        cuEventSynchronize(reinterpret_cast<CUevent>(event)));
-  return absl::OkStatus();
+  return SynchronizeCudaEvent(*cu_, event);
 }
 
 void CudaStreamEvents::Release(EventId event) {
@@ -161,13 +143,7 @@ void CudaStreamEvents::Release(EventId event) {
 }
 
 bool CudaStreamEvents::IsCapturing(StreamHandle stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (cu_->cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status,
-                                  nullptr, nullptr, nullptr, nullptr,
-                                  nullptr) != CUDA_SUCCESS) {
-    return false;
-  }
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return CudaStreamIsCapturing(*cu_, stream);
 }
 
 }  // namespace fragfree

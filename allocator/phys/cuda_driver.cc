@@ -65,6 +65,14 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
   return &**loaded;
 }
 
+absl::StatusOr<CUcontext> CudaDriver::RetainPrimaryContext(int device) const {
+  CUdevice dev;
+  FF_CU_RETURN_IF_ERROR(*this, cuDeviceGet(&dev, device));
+  CUcontext context;
+  FF_CU_RETURN_IF_ERROR(*this, cuDevicePrimaryCtxRetain(&context, dev));
+  return context;
+}
+
 absl::Status CudaDriver::ToStatus(CUresult result, const char* call,
                                   const char* file, int line) const {
   const char* name = "unknown CUresult";

@@ -72,6 +72,9 @@ struct CudaDriver {
   // Internal.
   absl::Status ToStatus(CUresult result, const char* call, const char* file,
                         int line) const;
+  // `device`'s primary context, retained (cuDeviceGet +
+  // cuDevicePrimaryCtxRetain; fragfree never releases it: the process uses it).
+  absl::StatusOr<CUcontext> RetainPrimaryContext(int device) const;
 };
 
 // Makes `context` current on the calling thread for a scope and restores the

@@ -1,4 +1,7 @@
+// Implementation of cuda_event_source.h. Thread-safety: see there.
 #include "allocator/stream/cuda_event_source.h"
+
+#include "allocator/stream/cuda_events.h"
 
 namespace fragfree {
 
@@ -6,12 +9,10 @@ absl::StatusOr<std::unique_ptr<CudaEventSource>> CudaEventSource::Create(
     int device) {
   absl::StatusOr<const CudaDriver*> loaded = CudaDriver::Get();
   if (!loaded.ok()) return loaded.status();
-  const CudaDriver& cu = **loaded;
-  CUdevice dev;
-  FF_CU_RETURN_IF_ERROR(cu, cuDeviceGet(&dev, device));
-  CUcontext context;
-  FF_CU_RETURN_IF_ERROR(cu, cuDevicePrimaryCtxRetain(&context, dev));
-  return std::unique_ptr<CudaEventSource>(new CudaEventSource(&cu, context));
+  absl::StatusOr<CUcontext> context = (*loaded)->RetainPrimaryContext(device);
+  if (!context.ok()) return context.status();
+  return std::unique_ptr<CudaEventSource>(
+      new CudaEventSource(*loaded, *context));
 }
 
 CudaEventSource::~CudaEventSource() {
@@ -21,34 +22,17 @@ CudaEventSource::~CudaEventSource() {
 
 absl::StatusOr<EventId> CudaEventSource::Record(StreamHandle stream) {
   CudaContextScope guard(*driver_, context_);
-  CUevent event;
-  if (!idle_.empty()) {
-    event = idle_.back();
-    idle_.pop_back();
-  } else {
-    FF_CU_RETURN_IF_ERROR(*driver_,
-                          cuEventCreate(&event, CU_EVENT_DISABLE_TIMING));
-  }
-  CUresult r =
-      driver_->cuEventRecord(event, reinterpret_cast<CUstream>(stream));
-  if (r != CUDA_SUCCESS) {
-    idle_.push_back(event);
-    return driver_->ToStatus(r, "cuEventRecord", __FILE__, __LINE__);
-  }
-  return EventId(reinterpret_cast<uintptr_t>(event));
+  absl::StatusOr<CUevent> event = RecordPooledEvent(*driver_, idle_, stream);
+  if (!event.ok()) return event.status();
+  return EventId(reinterpret_cast<uintptr_t>(*event));
 }
 
 absl::StatusOr<bool> CudaEventSource::Query(EventId event) {
-  CUresult r = driver_->cuEventQuery(reinterpret_cast<CUevent>(event));
-  if (r == CUDA_SUCCESS) return true;
-  if (r == CUDA_ERROR_NOT_READY) return false;
-  return driver_->ToStatus(r, "cuEventQuery", __FILE__, __LINE__);
+  return QueryCudaEvent(*driver_, event);
 }
 
 absl::Status CudaEventSource::Synchronize(EventId event) {
-  FF_CU_RETURN_IF_ERROR(*driver_,
-                        cuEventSynchronize(reinterpret_cast<CUevent>(event)));
-  return absl::OkStatus();
+  return SynchronizeCudaEvent(*driver_, event);
 }
 
 void CudaEventSource::Release(EventId event) {
@@ -56,13 +40,7 @@ void CudaEventSource::Release(EventId event) {
 }
 
 bool CudaEventSource::IsCapturing(StreamHandle stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (driver_->cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream),
-                                      &status, nullptr, nullptr, nullptr,
-                                      nullptr, nullptr) != CUDA_SUCCESS) {
-    return false;
-  }
-  return status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return CudaStreamIsCapturing(*driver_, stream);
 }
 
 }  // namespace fragfree

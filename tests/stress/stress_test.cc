@@ -153,13 +153,9 @@ uint64_t Word(uint64_t tag, size_t off) {
 const CudaDriver& Cu() { return **CudaDriver::Get(); }
 void MakeContextCurrent() {
   static CUcontext ctx = [] {
-    CUdevice dev;
-    CUcontext c = nullptr;
-    if (Cu().cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        Cu().cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS) {
-      abort();
-    }
-    return c;
+    absl::StatusOr<CUcontext> c = Cu().RetainPrimaryContext(0);
+    if (!c.ok()) abort();
+    return *c;
   }();
   if (Cu().cuCtxSetCurrent(ctx) != CUDA_SUCCESS) abort();
 }

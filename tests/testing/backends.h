@@ -89,11 +89,9 @@ inline absl::StatusOr<TestDevice> MakeCudaDevice(size_t limit) {
   const CudaDriver* cu = *CudaDriver::Get();
   // The test itself issues driver calls (streams, copies): make device 0's
   // primary context current, as the CUDA runtime would.
-  CUdevice dev;
-  CUcontext ctx;
-  if (cu->cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-      cu->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-      cu->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+  absl::StatusOr<CUcontext> ctx = cu->RetainPrimaryContext(0);
+  if (!ctx.ok()) return ctx.status();
+  if (cu->cuCtxSetCurrent(*ctx) != CUDA_SUCCESS) {
     return absl::InternalError("cannot make the primary context current");
   }
   TestDevice d;
