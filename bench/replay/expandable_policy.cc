@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "bench/replay/block_links.h"
 
 namespace fragfree::replay {
 
@@ -20,14 +21,6 @@ uint64_t ExpandablePolicy::ExpandableSize(int32_t b) const {
     return blk.size + blocks_[blk.next].size;
   }
   return blk.size;
-}
-
-void ExpandablePolicy::SpliceAfter(int32_t b, int32_t after) {
-  Block& blk = blocks_[b];
-  blk.prev = after;
-  blk.next = blocks_[after].next;
-  if (blk.next != kNone) blocks_[blk.next].prev = b;
-  blocks_[after].next = b;
 }
 
 bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
@@ -49,18 +42,7 @@ bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
     }
   }
   if (blocks_[b].size - size >= kMinBlockSize) {  // should_split
-    const int32_t rem = blocks_.New();
-    Block& blk = blocks_[b];
-    Block& r = blocks_[rem];
-    r.addr = blk.addr + size;
-    r.size = blk.size - size;
-    r.stream = blk.stream;
-    r.small = blk.small;
-    r.segment = blk.segment;
-    r.mapped = true;
-    blk.size = size;
-    SpliceAfter(rem, b);
-    pool.blocks.insert(SizeKeyOf(rem));
+    pool.blocks.insert(SizeKeyOf(SplitTail(blocks_, b, size)));
   }
   blocks_[b].allocated = true;
   allocated_ += blocks_[b].size;
@@ -180,17 +162,8 @@ bool ExpandablePolicy::MapBlock(int32_t b, uint64_t size) {
   pool.unmapped.erase(AddrKeyOf(b));
   blocks_[b].mapped = true;
   if (bytes < blocks_[b].size) {
-    const int32_t rem = blocks_.New();
-    Block& blk = blocks_[b];
-    Block& r = blocks_[rem];
-    r.addr = blk.addr + bytes;
-    r.size = blk.size - bytes;
-    r.stream = blk.stream;
-    r.small = blk.small;
-    r.segment = blk.segment;
-    r.mapped = false;
-    blk.size = bytes;
-    SpliceAfter(rem, b);
+    const int32_t rem = SplitTail(blocks_, b, bytes);
+    blocks_[rem].mapped = false;
     pool.unmapped.insert(AddrKeyOf(rem));
   }
   TryMerge(b, blocks_[b].prev);
@@ -238,7 +211,7 @@ void ExpandablePolicy::UnmapBlock(int32_t b) {
     fb.small = blk.small;
     fb.segment = blk.segment;
     fb.mapped = true;
-    SpliceAfter(f, b);
+    LinkAfter(blocks_, f, b);
     pool.blocks.insert(SizeKeyOf(f));
   }
   blocks_[b].addr = unmap_addr;
@@ -288,18 +261,7 @@ void ExpandablePolicy::TryMerge(int32_t dst, int32_t src) {
   } else {
     pool.unmapped.erase(AddrKeyOf(src));
   }
-  Block& d = blocks_[dst];
-  const Block& s = blocks_[src];
-  if (d.prev == src) {  // [src dst]
-    d.addr = s.addr;
-    d.prev = s.prev;
-    if (d.prev != kNone) blocks_[d.prev].next = dst;
-  } else {  // [dst src]
-    d.next = s.next;
-    if (d.next != kNone) blocks_[d.next].prev = dst;
-  }
-  d.size += s.size;
-  blocks_.Delete(src);
+  AbsorbNeighbour(blocks_, dst, src);
 }
 
 PolicyFigures ExpandablePolicy::figures() const {

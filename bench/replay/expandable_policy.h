@@ -93,7 +93,6 @@ class ExpandablePolicy final : public ReplayPolicy {
     return b != kNone && !blocks_[b].allocated;
   }
   uint64_t ExpandableSize(int32_t b) const;
-  void SpliceAfter(int32_t b, int32_t after);  // links b right after `after`
 
   int32_t GetFreeBlock(Pool& pool, uint64_t stream, uint64_t size);
   int32_t TryAllocateExpandableBlock(Pool& pool, uint64_t stream, uint64_t size,

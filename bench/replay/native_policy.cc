@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "bench/replay/block_links.h"
 
 namespace fragfree::replay {
 
@@ -35,19 +36,7 @@ bool NativePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
   }
   if (ShouldSplit(blocks_[b], size)) {
     // The allocation takes the front; the remainder stays free in the pool.
-    const int32_t rem = blocks_.New();
-    Block& blk = blocks_[b];
-    Block& r = blocks_[rem];
-    r.addr = blk.addr + size;
-    r.size = blk.size - size;
-    r.stream = blk.stream;
-    r.small = blk.small;
-    r.prev = b;
-    r.next = blk.next;
-    if (blk.next != kNone) blocks_[blk.next].prev = rem;
-    blk.next = rem;
-    blk.size = size;
-    pool.insert(KeyOf(rem));
+    pool.insert(KeyOf(SplitTail(blocks_, b, size)));
   }
   blocks_[b].allocated = true;
   allocated_ += blocks_[b].size;
@@ -167,18 +156,7 @@ void NativePolicy::FreeBlock(int32_t b) {
 void NativePolicy::TryMerge(int32_t dst, int32_t src) {
   if (src == kNone || blocks_[src].allocated) return;
   PoolOf(src).erase(KeyOf(src));
-  Block& d = blocks_[dst];
-  const Block& s = blocks_[src];
-  if (d.prev == src) {  // [src dst]
-    d.addr = s.addr;
-    d.prev = s.prev;
-    if (d.prev != kNone) blocks_[d.prev].next = dst;
-  } else {  // [dst src]
-    d.next = s.next;
-    if (d.next != kNone) blocks_[d.next].prev = dst;
-  }
-  d.size += s.size;
-  blocks_.Delete(src);
+  AbsorbNeighbour(blocks_, dst, src);
 }
 
 PolicyFigures NativePolicy::figures() const {
