@@ -53,7 +53,14 @@ if has tests; then
   done
 fi
 if has bench; then
-  run bench_cuda 120 env FRAGFREE_BENCH_BACKEND=cuda "$B/bin/malloc_free_bench" --benchmark_min_time=0.2s
+  for bench in "$B"/bin/malloc_free_bench*; do  # *_<label>: another build's, side by side
+    run "$(basename "$bench" | sed 's/malloc_free_bench/bench_cuda/')" 120 \
+      env FRAGFREE_BENCH_BACKEND=cuda "$bench" --benchmark_min_time=0.2
+  done
+fi
+if has train; then
+  run train_matrix 590 python3 bench/gpu/train_matrix.py --lib "$LIB" --out "$OUT/train" \
+    --steps "${TRAIN_STEPS:-100}" ${TRAIN_CONFIGS:+--configs "$TRAIN_CONFIGS"} ${TRAIN_MODES:+--modes "$TRAIN_MODES"}
 fi
 if has python; then
   if [ -n "${PY_CHECKS:-}" ]; then  # a subset, e.g. PY_CHECKS="p_snapshot_viz n_mempool"
@@ -86,17 +93,15 @@ fi
 if has patterns; then
   run pattern_generate 120 python3 bench/gpu/patterns.py --out "$OUT/patterns" --pattern generate --steps 6
 fi
-if has train; then
-  run train_matrix 590 python3 bench/gpu/train_matrix.py --lib "$LIB" --out "$OUT/train" \
-    --steps "${TRAIN_STEPS:-100}" ${TRAIN_CONFIGS:+--configs "$TRAIN_CONFIGS"} ${TRAIN_MODES:+--modes "$TRAIN_MODES"}
-fi
 
 echo
 echo "== GPU suite $(date -u +%F) on $(head -1 "$OUT/gpu.txt"): $SECTIONS =="
 printf '%s\n' "${ROWS[@]}"
 if has bench; then
-  echo "-- hot path, CUDA backend (free+alloc pair) --"
-  grep -E "^BM_" "$OUT/bench_cuda.log" | sed -E 's/ +/ /g' | cut -c1-160
+  for f in "$OUT"/bench_cuda*.log; do
+    echo "-- hot path, CUDA backend (free+alloc pair): $(basename "$f" .log) --"
+    grep -E "^BM_" "$f" | sed -E 's/ +/ /g' | cut -c1-160
+  done
 fi
 has python && grep -E "^(PASS|FAIL)|checks passed" "$OUT/python_gpu_smoke.log" | cut -c1-200
 has oom && grep -h "^RESULT" "$OUT"/oom_*.log | cut -c1-900
