@@ -87,6 +87,8 @@ if has viz; then
   run viz_segment_plot 60 python3 -m torch.cuda._memory_viz segment_plot "$V/preload_exit.pickle" -o "$V/segment_plot.html"
 fi
 if has pinned; then
+  run pinned_bench 120 "$B/bin/pinned_bench" --benchmark_min_time=0.05 \
+    --benchmark_filter='PoolAllocFree|PinPerRequest|CudaHostAlloc'
   run pinned_offload 150 python3 bench/gpu/pinned_offload.py --lib "$LIB"
   run pinned_bandwidth 90 python3 bench/gpu/pinned_offload.py --lib "$LIB" --bandwidth
 fi
@@ -106,6 +108,7 @@ fi
 has python && grep -E "^(PASS|FAIL)|checks passed" "$OUT/python_gpu_smoke.log" | cut -c1-200
 has oom && grep -h "^RESULT" "$OUT"/oom_*.log | cut -c1-900
 has viz && grep -h "^RESULT" "$OUT/viz_train_preload.log" | cut -c1-400 && head -c 600 "$OUT/viz_stats.log"
+has pinned && grep -E "^(Pool|Pin|Cuda)" "$OUT/pinned_bench.log" | sed -E 's/ +/ /g' | cut -c1-120
 has pinned && tail -15 "$OUT/pinned_offload.log" && tail -12 "$OUT/pinned_bandwidth.log"
 has patterns && grep -h "RESULT" "$OUT/pattern_generate.log" | cut -c1-300
 has train && tail -20 "$OUT/train_matrix.log"
