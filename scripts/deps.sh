@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs fragfree's build and test dependencies from Debian packages when they
-# are missing (sourced by setup_and_run.sh and test.sh). Nothing else is downloaded.
+# are missing (sourced by setup_and_run.sh, test.sh and sanitizers.sh). Nothing
+# else is downloaded.
+# ff_install_deps [PACKAGE...]: the common packages and the ones named.
 ff_install_deps() {
   local pkgs=(cmake ninja-build g++ libabsl-dev libgtest-dev libgmock-dev
-              libbenchmark-dev zlib1g-dev libjemalloc-dev python3 python3-pytest)
+              libbenchmark-dev zlib1g-dev libjemalloc-dev python3 python3-pytest
+              "$@")
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
