@@ -20,13 +20,15 @@ ff_install_deps() {
   fi
 }
 
-# Configures and builds into $1 (default: build). CUDA support is on when the
-# toolkit headers exist (the driver itself is loaded at run time, if present).
+# ff_build [DIR [CMAKE_ARG...]]: configures and builds into DIR (default:
+# build). CUDA support is on when the toolkit headers exist (the driver itself is
+# loaded at run time, if present).
 ff_build() {
   local dir="${1:-build}"
+  shift || true
   local cuda=OFF
   [ -f /usr/local/cuda/include/cuda.h ] && cuda=ON
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DFRAGFREE_WITH_CUDA=$cuda >/dev/null
+        -DFRAGFREE_WITH_CUDA=$cuda "$@" >/dev/null
   cmake --build "$dir" -j"$(nproc)"
 }

@@ -138,7 +138,9 @@ for suite in "${suites[@]}"; do
       mv "$dir/fuzz.log" "$log"
       fuzz_result="no crash"
       echo "=== $suite: libFuzzer: $fuzz_result (log: $log)"
-      grep -E '^#[0-9]+.*(INITED|DONE)|^Done|^stat::' "$log" || true
+      grep -aE '^#[0-9]+.*INITED' "$log" || true       # coverage of the seeds
+      grep -aE '^#[0-9]+' "$log" | tail -n 1 || true     # and at the end
+      grep -aE '^Done|^stat::' "$log" || true
     else
       mv "$dir/fuzz.log" "$log"
       fuzz_result="CRASHED (the input is in $dir/fuzz/crashes/; docs/reliability.md)"
