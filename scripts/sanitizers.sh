@@ -22,7 +22,8 @@
 # Environment: CC / CXX the compiler (default clang / clang++: half gcc's
 # compile time under ASan, and libFuzzer; gcc builds the tests but no fuzzer),
 # JOBS the parallelism (default nproc), FUZZ_SECONDS the libFuzzer run (default
-# 60; 0: none), CTEST_ARGS extra ctest arguments (e.g. "-R stress"),
+# 60; 0: none), FUZZ_ARGS extra libFuzzer arguments (e.g. "-max_len=4096"),
+# CTEST_ARGS extra ctest arguments (e.g. "-R stress"),
 # SANITIZER_EXCLUDE the tests left out (ctest -E). Prints the time and CPU time
 # of each phase.
 set -euo pipefail
@@ -50,7 +51,8 @@ exclude="${SANITIZER_EXCLUDE:-^(preload_.*|python_.*|.*_linkage_test)$}"
 # cpu_now: sets $cpu to the CPU time (user + sys, in seconds) of this shell's
 # finished children (times must run in this shell, not in a subshell).
 times_file=$(mktemp)
-trap 'rm -f "$times_file"' EXIT
+fuzz_pid=""
+trap 'rm -f "$times_file"; [ -z "$fuzz_pid" ] || kill "$fuzz_pid" 2>/dev/null || true' EXIT
 cpu_now() {
   times >"$times_file"
   cpu=$(awk 'NR == 2 { for (i = 1; i <= 2; ++i) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] }
@@ -58,14 +60,16 @@ cpu_now() {
 }
 
 # Runs libFuzzer on a copy of the seed corpus (it adds what it finds to its
-# first directory) for $fuzz_seconds; crashes go to $1/fuzz/crashes.
+# first directory) for $fuzz_seconds; crashes go to $1/fuzz/crashes. Run in
+# the background: the subshell becomes the fuzzer (exec).
 run_fuzzer() {
   local dir=$1 work="$1/fuzz"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/crashes"
   cp tests/fuzz/corpus/* "$work/corpus/"
-  "$dir/bin/engine_fuzz" "$work/corpus" -max_total_time="$fuzz_seconds" \
-    -timeout=60 -artifact_prefix="$work/crashes/" -print_final_stats=1
+  # shellcheck disable=SC2086
+  exec "$dir/bin/engine_fuzz" "$work/corpus" -max_total_time="$fuzz_seconds" \
+    -timeout=60 -artifact_prefix="$work/crashes/" -print_final_stats=1 ${FUZZ_ARGS:-}
 }
 
 status=0
@@ -117,7 +121,6 @@ for suite in "${suites[@]}"; do
   built=$SECONDS
   cpu_now
   cpu_built=$cpu
-  fuzz_pid=""
   if [ "$fuzz" = ON ]; then
     echo "=== $suite: libFuzzer, $fuzz_seconds s from the seed corpus, while the tests run"
     run_fuzzer "$dir" >"$dir/fuzz.log" 2>&1 &
@@ -127,14 +130,17 @@ for suite in "${suites[@]}"; do
   # shellcheck disable=SC2086
   if ctest --test-dir "$dir" "${labels[@]}" -E "$exclude" --output-on-failure \
        -j"$jobs" ${CTEST_ARGS:-}; then
-    result="passed"
+    result="tests passed"
   else
-    result="FAILED"
+    result="tests FAILED"
     status=1
   fi
   if [ -n "$fuzz_pid" ]; then
     log="$dir/fuzz/log"
-    if wait "$fuzz_pid"; then
+    fuzz_rc=0
+    wait "$fuzz_pid" || fuzz_rc=$?
+    fuzz_pid=""
+    if [ "$fuzz_rc" = 0 ]; then
       mv "$dir/fuzz.log" "$log"
       fuzz_result="no crash"
       echo "=== $suite: libFuzzer: $fuzz_result (log: $log)"
