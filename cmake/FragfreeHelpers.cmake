@@ -1,5 +1,8 @@
 # fragfree_cc_library(NAME SRCS... DEPS...) and fragfree_cc_test(NAME SRCS... DEPS... LABELS...):
 # small wrappers so every layer is declared the same way (tcmalloc style).
+# Test labels: host (no GPU needed) or gpu; add threads to a test that starts
+# threads: the TSan suite (scripts/sanitizers.sh) runs only those, as fragfree
+# itself starts none.
 function(fragfree_cc_library name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SRCS})

@@ -8,3 +8,10 @@ if(FRAGFREE_SANITIZE)
   add_compile_options(-fsanitize=${FRAGFREE_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${FRAGFREE_SANITIZE})
 endif()
+# Shared libraries link with -Wl,--no-undefined, except under clang's
+# sanitizers: clang links the sanitizer runtime into executables only, so a
+# sanitized shared library gets its __asan_* / __tsan_* from the program.
+set(FRAGFREE_NO_UNDEFINED -Wl,--no-undefined)
+if(FRAGFREE_SANITIZE AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  set(FRAGFREE_NO_UNDEFINED "")
+endif()

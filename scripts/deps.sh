@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs fragfree's build and test dependencies from Debian packages when they
-# are missing (sourced by setup_and_run.sh and test.sh). Nothing else is downloaded.
+# are missing (sourced by setup_and_run.sh, test.sh and sanitizers.sh). Nothing
+# else is downloaded.
+# ff_install_deps [PACKAGE...]: the common packages and the ones named.
 ff_install_deps() {
   local pkgs=(cmake ninja-build g++ libabsl-dev libgtest-dev libgmock-dev
-              libbenchmark-dev zlib1g-dev libjemalloc-dev python3 python3-pytest)
+              libbenchmark-dev zlib1g-dev libjemalloc-dev python3 python3-pytest
+              "$@")
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -17,13 +20,15 @@ ff_install_deps() {
   fi
 }
 
-# Configures and builds into $1 (default: build). CUDA support is on when the
-# toolkit headers exist (the driver itself is loaded at run time, if present).
+# ff_build [DIR [CMAKE_ARG...]]: configures and builds into DIR (default:
+# build). CUDA support is on when the toolkit headers exist (the driver itself is
+# loaded at run time, if present).
 ff_build() {
   local dir="${1:-build}"
+  shift || true
   local cuda=OFF
   [ -f /usr/local/cuda/include/cuda.h ] && cuda=ON
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DFRAGFREE_WITH_CUDA=$cuda >/dev/null
+        -DFRAGFREE_WITH_CUDA=$cuda "$@" >/dev/null
   cmake --build "$dir" -j"$(nproc)"
 }

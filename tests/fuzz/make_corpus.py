@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of engine_fuzz (tests/fuzz/corpus/): small inputs, one
-per scenario, in the byte format documented at the top of engine_fuzz.cc. Each
+per scenario, in the byte format documented in fuzz_input.h. Each
 seed reaches one feature (fill to capacity, scattered holes, record_stream,
 graph pools, every backend fault, limits, bad pointers, absurd sizes) so that
 fuzzing starts from inputs that already go deep.
 
 Usage: tests/fuzz/make_corpus.py [OUT_DIR]   (default: tests/fuzz/corpus)
-Owns only the corpus; keep the opcodes in step with kOpcodes in engine_fuzz.cc.
+Owns only the corpus; keep the opcodes in step with kOpcodes in fuzz_input.cc.
 """
 import os
 import random
 import struct
 import sys
 
-# First opcode byte of each operation (index into kOpcodes in engine_fuzz.cc).
+# First opcode byte of each operation (index into kOpcodes in fuzz_input.cc).
 ALLOC, BURST, FREE, FREE_EVERY_OTHER, FREE_BAD = 0, 7, 8, 12, 13
 RECORD, RECORD_BAD, COMPLETE, EMPTY, SET_LIMIT, SET_FRACTION = 14, 16, 17, 19, 20, 21
 BEGIN_POOL, END_POOL, RELEASE_POOL, INJECT, CLEAR, STATS, VERIFY = 22, 23, 24, 25, 27, 28, 29

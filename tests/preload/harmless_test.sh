@@ -4,10 +4,20 @@
 # PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync in the environment when no
 # PyTorch allocator variable is set; a user's setting is left alone, and a
 # program that dlopen()s the library (fragfree.enable()) is not affected.
-# Usage: harmless_test.sh LIBFRAGFREE PLAIN_PROGRAM
+# A library built without CUDA has no LD_PRELOAD layer and sets nothing.
+# Usage: harmless_test.sh LIBFRAGFREE PLAIN_PROGRAM [WITH_CUDA (1, default, or 0)]
 set -uo pipefail
 lib=$1
 plain=$2
+with_cuda=${3:-1}
+# What the preload sets when the user set nothing.
+if [[ $with_cuda == 1 ]]; then
+  preload_sets=backend:cudaMallocAsync
+  preload_sets_empty=backend:cudaMallocAsync
+else
+  preload_sets="(unset)"
+  preload_sets_empty=""
+fi
 failures=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -69,9 +79,9 @@ expect_env() {
   [[ ! -s "$tmp/err" ]] || fail "$name: stderr: $(cat "$tmp/err")"
   echo "ok: $name"
 }
-expect_env "unset -> set" backend:cudaMallocAsync \
+expect_env "unset -> set" "$preload_sets" \
   "${clean[@]}" LD_PRELOAD="$lib" "$plain"
-expect_env "empty -> set" backend:cudaMallocAsync \
+expect_env "empty -> set" "$preload_sets_empty" \
   "${clean[@]}" LD_PRELOAD="$lib" PYTORCH_CUDA_ALLOC_CONF= "$plain"
 expect_env "user setting kept" expandable_segments:True \
   "${clean[@]}" LD_PRELOAD="$lib" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
@@ -80,7 +90,7 @@ expect_env "user backend:native kept" backend:native \
   "${clean[@]}" LD_PRELOAD="$lib" PYTORCH_CUDA_ALLOC_CONF=backend:native "$plain"
 expect_env "PYTORCH_ALLOC_CONF respected" "(unset)" \
   "${clean[@]}" LD_PRELOAD="$lib" PYTORCH_ALLOC_CONF=max_split_size_mb:64 "$plain"
-expect_env "LD_PRELOAD among others" backend:cudaMallocAsync \
+expect_env "LD_PRELOAD among others" "$preload_sets" \
   "${clean[@]}" LD_PRELOAD="libm.so.6 $lib" "$plain"
 expect_env "dlopen is not preload" "(unset)" \
   "${clean[@]}" "$plain" --dlopen "$lib"
@@ -89,7 +99,9 @@ expect_env "not preloaded" "(unset)" "${clean[@]}" "$plain"
 # Children inherit the setting (the constructor ran in the parent).
 got=$("${clean[@]}" LD_PRELOAD="$lib" /bin/sh -c \
   'env -u LD_PRELOAD /usr/bin/env' 2>"$tmp/err" | grep '^PYTORCH_CUDA_ALLOC_CONF=')
-[[ "$got" == "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" ]] ||
+want=""
+[[ $with_cuda == 1 ]] && want="PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"
+[[ "$got" == "$want" ]] ||
   fail "child environment: got '$got'"
 [[ ! -s "$tmp/err" ]] || fail "child environment: stderr: $(cat "$tmp/err")"
 echo "ok: child environment"
