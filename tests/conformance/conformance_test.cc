@@ -11,6 +11,7 @@
 #include "allocator/base/units.h"
 #include "gtest/gtest.h"
 #include "tests/testing/backends.h"
+#include "tests/testing/touched_pages.h"
 
 namespace fragfree {
 namespace {
@@ -69,22 +70,7 @@ void WriteLive(TestDevice& d, const Live& l) {
   return ::testing::AssertionSuccess();
 }
 
-// Pages touched by allocated or pending blocks, over all arenas.
-size_t TouchedPages(DeviceAllocator& a) {
-  size_t pages = 0;
-  for (const ArenaView& arena : a.Arenas()) {
-    std::vector<bool> touched(arena.va_size / arena.page_size, false);
-    for (const BlockView& b : arena.blocks) {
-      if (b.state == BlockState::kFree) continue;
-      size_t first = (b.addr - arena.base) / arena.page_size;
-      size_t end = (b.addr + b.size - arena.base + arena.page_size - 1) /
-                   arena.page_size;
-      for (size_t p = first; p < end; ++p) touched[p] = true;
-    }
-    for (bool t : touched) pages += t;
-  }
-  return pages;
-}
+using ::fragfree::testing::TouchedPages;
 
 TestDevice MakeDevice() {
 #ifdef FF_CONFORMANCE_CUDA

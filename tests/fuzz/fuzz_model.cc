@@ -51,22 +51,6 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
-size_t TouchedPages(DeviceAllocator& a) {
-  size_t pages = 0;
-  for (const ArenaView& arena : a.Arenas()) {
-    std::vector<bool> touched(arena.va_size / arena.page_size, false);
-    for (const BlockView& b : arena.blocks) {
-      if (b.state == BlockState::kFree) continue;
-      size_t first = (b.addr - arena.base) / arena.page_size;
-      size_t end = (b.addr + b.size - arena.base + arena.page_size - 1) /
-                   arena.page_size;
-      for (size_t p = first; p < end; ++p) touched[p] = true;
-    }
-    for (bool t : touched) pages += t;
-  }
-  return pages;
-}
-
 Model::Model(size_t page, size_t capacity, const Options& options,
              const Reporter& report)
     : page_(page),

@@ -38,6 +38,7 @@
 #include "allocator/phys/backend.h"
 #include "allocator/policy/size_classes.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/testing/touched_pages.h"
 
 namespace fragfree::fuzz {
 
@@ -74,7 +75,7 @@ class Reporter {
 uint64_t Mix(uint64_t x);
 
 // Pages touched by allocated or pending blocks, over all arenas.
-size_t TouchedPages(DeviceAllocator& a);
+using ::fragfree::testing::TouchedPages;
 
 struct LiveBlock {
   size_t size;     // requested
