@@ -4,7 +4,7 @@
 // 5% 16-48 MiB, in 512-byte steps; or small only (512 B-64 KiB). Each pair is
 // timed on its own and p50/p99 are reported as counters (ns), beside the mean.
 // Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or
-// cuda.
+// cuda. Engine options: FRAGFREE_BENCH_CONF (FRAGFREE_CONF syntax).
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -31,7 +31,16 @@ std::unique_ptr<DeviceAllocator> MakeAllocator() {
   const char* env = getenv("FRAGFREE_BENCH_BACKEND");
   std::string kind = env ? env : "simulated";
   const size_t capacity = size_t{128} << 30;
-  Options o;
+  // FRAGFREE_BENCH_CONF: engine options in FRAGFREE_CONF syntax, e.g.
+  // trace_entries:1000000 to measure what the trace ring costs.
+  const char* conf = getenv("FRAGFREE_BENCH_CONF");
+  absl::StatusOr<Options> parsed = Options::Parse(conf ? conf : "");
+  if (!parsed.ok()) {
+    fprintf(stderr, "FRAGFREE_BENCH_CONF: %s\n",
+            parsed.status().ToString().c_str());
+    exit(2);
+  }
+  Options o = *parsed;
 #ifdef FRAGFREE_WITH_CUDA
   if (kind == "cuda") {
     auto b = CudaVmmBackend::Create(0);
