@@ -191,8 +191,9 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
   }
   size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page_size_);
   va = std::max(va, AlignUp(size, page_size_) * 2);
-  absl::StatusOr<std::unique_ptr<Arena>> arena = Arena::Create(
-      backend_.get(), &pages_, &blocks_, va, kind, slot, fences_.stream(slot));
+  absl::StatusOr<std::unique_ptr<Arena>> arena =
+      Arena::Create(backend_.get(), &pages_, &blocks_, &reclaim_queue_, va,
+                    kind, slot, fences_.stream(slot));
   if (!arena.ok()) return arena.status();
   list.push_back(arena->get());
   arenas_.push_back(std::move(*arena));
@@ -277,46 +278,44 @@ absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
   // During graph capture nothing is unmapped and no event is touched.
   if (capturing_ > 0) return absl::OkStatus();
   // Candidates: free blocks holding whole mapped pages, in arenas whose pages
-  // may move. Oldest holes go first: the longer a hole has gone unused, the
-  // less likely the next requests fit it. See Note [Where pages come from].
-  struct Candidate {
-    Arena* arena;
-    Block* block;
-  };
-  std::vector<Candidate> candidates;
-  for (auto& arena_ptr : arenas_) {
-    Arena* arena = arena_ptr.get();
-    if (arena->mapped_pages() == 0) continue;
-    const Pool* pool = streams_[arena->stream_slot()].pool;
-    if (pool != nullptr && !pool->released) continue;  // a graph may replay
-    arena->free_index().ForEachLargestFirst([&](Block* b) {
-      if (arena->ReclaimablePages(b) > 0) candidates.push_back({arena, b});
-      return true;
-    });
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& x, const Candidate& y) {
-              return x.block->free_seq < y.block->free_seq;
-            });
+  // may move: split remainders first (arena by arena, largest first), then
+  // holes, oldest first: the longer a hole has gone unused, the less likely
+  // the next requests fit it. See Note [Where pages come from].
   const size_t before = out->size();
   absl::Status status;
-  for (const Candidate& c : candidates) {
-    if (out->size() >= want) break;
-    const uint32_t slot = c.arena->stream_slot();
-    if (!fences_.IsComplete(slot, c.block->free_epoch)) {
-      if (!wait || events_->IsCapturing(c.arena->stream())) continue;
-      status = fences_.WaitFor(slot, c.block->free_epoch);
-      if (!status.ok()) break;
+  // Takes pages from `b`; false to stop (enough pages, or an error).
+  auto take = [&](Arena* arena, Block* b) {
+    const uint32_t slot = arena->stream_slot();
+    if (!fences_.IsComplete(slot, b->free_epoch)) {
+      if (!wait || events_->IsCapturing(arena->stream())) return true;
+      status = fences_.WaitFor(slot, b->free_epoch);
+      if (!status.ok()) return false;
     }
     const size_t got_before = out->size();
     runs_.clear();
-    status = c.arena->UnmapFreePages(c.block, want - out->size(), out,
-                                     trace_.enabled() ? &runs_ : nullptr);
-    NotePagesMapped(c.arena->kind(), -int64_t(out->size() - got_before));
+    status = arena->UnmapFreePages(b, want - out->size(), out,
+                                   trace_.enabled() ? &runs_ : nullptr);
+    NotePagesMapped(arena->kind(), -int64_t(out->size() - got_before));
     for (const auto& [addr, bytes] : runs_) {
-      trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, c.arena->stream());
+      trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
     }
-    if (!status.ok()) break;
+    return status.ok() && out->size() < want;
+  };
+  auto may_move = [&](const Arena* arena) {
+    const Pool* pool = streams_[arena->stream_slot()].pool;
+    return pool == nullptr || pool->released;  // else a graph may replay
+  };
+  bool more = out->size() < want;
+  for (size_t i = 0; more && i < arenas_.size(); ++i) {
+    Arena* arena = arenas_[i].get();
+    if (!may_move(arena)) continue;
+    arena->remainders().ForEachLargestFirst(
+        [&](Block* b) { return more = take(arena, b); });
+  }
+  for (Block* b = reclaim_queue_.front(); more && b != nullptr;) {
+    Block* const next = ReclaimQueue::next(b);  // b may leave the queue
+    if (may_move(b->arena)) more = take(b->arena, b);
+    b = next;
   }
   stats_.pages_remapped += int64_t(out->size() - before);
   return status;
@@ -343,8 +342,8 @@ bool DeviceAllocator::ShouldReclaimFirst(const Block* block,
 }
 
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
-  std::vector<PageId> pages;
-  pages.reserve(count);
+  std::vector<PageId>& pages = map_pages_;  // reused: no heap call per map
+  pages.clear();
   PageId page;
   while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
   auto give_back = [&] {
@@ -412,8 +411,7 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
   stats_.active_bytes.Decrease(pool, int64_t(block->size));
   trace_.Record(TraceAction::kFreeCompleted, block->addr, block->requested,
                 arena->stream());
-  Block* hole = arena->Release(block, fences_.StampFree(arena->stream_slot()));
-  hole->free_seq = ++alloc_seq_;
+  arena->Release(block, fences_.StampFree(arena->stream_slot()), ++alloc_seq_);
 }
 
 absl::Status DeviceAllocator::Free(void* ptr) {
@@ -745,6 +743,7 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     return absl::InternalError("invariant violated: " + what);
   };
   int64_t allocated = 0, active = 0, mapped_pages = 0, live_blocks = 0;
+  size_t queued_blocks = 0;
   for (const auto& arena : arenas_) {
     uintptr_t expect = arena->base();
     size_t free_blocks = 0;
@@ -787,7 +786,27 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     if (free_blocks != arena->free_index().count()) {
       return fail("free index count differs from the free blocks");
     }
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      const bool reclaimable = b->is_free() && arena->ReclaimablePages(b) > 0;
+      if (b->queued != reclaimable) {
+        return fail(absl::StrFormat("block 0x%x is %sin the reclaim queue",
+                                    b->addr, b->queued ? "" : "not "));
+      }
+      queued_blocks += reclaimable;
+    }
     mapped_pages += int64_t(arena->mapped_pages());
+  }
+  size_t remainders = 0;
+  for (const auto& arena : arenas_) remainders += arena->remainders().size();
+  if (queued_blocks != reclaim_queue_.size() + remainders) {
+    return fail("the reclaim queue holds blocks that are not candidates");
+  }
+  for (const Block* b = reclaim_queue_.front(); b != nullptr;
+       b = ReclaimQueue::next(b)) {
+    const Block* n = ReclaimQueue::next(b);
+    if (b->free_seq == 0 || (n != nullptr && n->free_seq < b->free_seq)) {
+      return fail("the reclaim queue is not oldest first");
+    }
   }
   if (live_blocks != int64_t(live_.size())) {
     return fail("live table has entries that are not allocated blocks");

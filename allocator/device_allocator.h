@@ -186,6 +186,7 @@ class DeviceAllocator {
   const size_t page_size_;
   StreamFences fences_ ABSL_GUARDED_BY(mu_);
   BlockPool blocks_ ABSL_GUARDED_BY(mu_);
+  ReclaimQueue reclaim_queue_ ABSL_GUARDED_BY(mu_);
   PagePool pages_ ABSL_GUARDED_BY(mu_);
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -206,6 +207,7 @@ class DeviceAllocator {
   int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<uintptr_t, size_t>> runs_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageId> map_pages_ ABSL_GUARDED_BY(mu_);  // MapUnder's scratch
 };
 
 }  // namespace fragfree

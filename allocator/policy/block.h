@@ -1,8 +1,11 @@
 // Block: one contiguous range of an arena's VA, either handed out (allocated),
 // waiting for other streams to finish with it (pending), or free. Blocks of an
 // arena tile its whole VA in address order (prev/next); free blocks are also
-// linked into one FreeIndex bin (bin_prev/bin_next). Adjacent free blocks are
-// always coalesced, so two free blocks are never neighbours.
+// linked into one FreeIndex bin (bin_prev/bin_next), and free blocks holding a
+// whole mapped page into the device's ReclaimQueue. Adjacent free blocks are
+// always coalesced, so two free blocks are never neighbours. Layout: 128 bytes,
+// cache-line aligned; the first line holds what coalescing and bin searches
+// read of other blocks, the second the block's own bookkeeping.
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 #define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
@@ -20,29 +23,36 @@ class Arena;
 
 enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree };
 
-struct Block {
+struct alignas(64) Block {
+  // First cache line: read when the block is a neighbour or sits in a bin.
   uintptr_t addr = 0;
   size_t size = 0;
-  size_t requested = 0;  // the caller's size while allocated, else 0
   Block* prev = nullptr;
   Block* next = nullptr;
   Block* bin_prev = nullptr;
   Block* bin_next = nullptr;
-  Arena* arena = nullptr;
   // The owning stream's fence epoch when the block became free: its pages may
   // be unmapped once that epoch's fence has completed (stream/stream_fences.h).
   uint64_t free_epoch = 0;
+  uint16_t bin = 0;  // FreeIndex bin while free
+  BlockState state = BlockState::kFree;
+  bool queued = false;  // in the ReclaimQueue (va/reclaim_queue.h)
+
+  // Second cache line: the block's own bookkeeping.
+  Arena* arena = nullptr;
+  size_t requested = 0;  // the caller's size while allocated, else 0
   // Extra streams that used the block (record_stream) while allocated; empty
   // for nearly every block, so kept out of line.
   std::unique_ptr<std::vector<StreamHandle>> uses;
-  uint64_t alloc_seq = 0;  // allocation order, for reports
-  uint64_t free_seq = 0;   // when it last became free (same counter)
-  uint32_t bin = 0;
-  BlockState state = BlockState::kFree;
+  uint64_t alloc_seq = 0;       // allocation order, for reports
+  uint64_t free_seq = 0;        // when it last became free (same counter)
+  Block* queue_prev = nullptr;  // ReclaimQueue links
+  Block* queue_next = nullptr;
 
   bool is_free() const { return state == BlockState::kFree; }
   uintptr_t end() const { return addr + size; }
 };
+static_assert(sizeof(Block) == 128, "Block is two cache lines");
 
 // BlockPool: recycles Block objects so the hot path never calls the heap.
 class BlockPool {

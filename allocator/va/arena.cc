@@ -9,21 +9,23 @@
 namespace fragfree {
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(
-    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks, size_t va_size,
-    ArenaKind kind, uint32_t stream_slot, StreamHandle stream) {
+    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+    ReclaimQueue* queue, size_t va_size, ArenaKind kind, uint32_t stream_slot,
+    StreamHandle stream) {
   va_size = AlignUp(va_size, backend->Granularity());
   absl::StatusOr<uintptr_t> base = backend->ReserveVa(va_size);
   if (!base.ok()) return base.status();
-  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, *base, va_size,
-                                          kind, stream_slot, stream));
+  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, queue, *base,
+                                          va_size, kind, stream_slot, stream));
 }
 
 Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-             uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
-             StreamHandle stream)
+             ReclaimQueue* queue, uintptr_t base, size_t size, ArenaKind kind,
+             uint32_t stream_slot, StreamHandle stream)
     : backend_(backend),
       pool_(pool),
       blocks_(blocks),
+      queue_(queue),
       base_(base),
       size_(size),
       page_size_(backend->Granularity()),
@@ -35,13 +37,14 @@ Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
   first_->addr = base_;
   first_->size = size_;
   first_->arena = this;
-  free_index_.Insert(first_);
+  AddFree(first_);
 }
 
 Arena::~Arena() {
   FF_CHECK(mapped_pages_ == 0, "an arena was destroyed with pages mapped");
   for (Block* b = first_; b != nullptr;) {
     Block* next = b->next;
+    Dequeue(b);
     blocks_->Delete(b);
     b = next;
   }
@@ -69,7 +72,7 @@ Block* Arena::Allocate(size_t size, size_t requested) {
         kMappedSearchLimit);
     if (mapped != nullptr) block = mapped;
   }
-  free_index_.Remove(block);
+  RemoveFree(block);
   if (block->size - size >= kMinBlockSize) {
     Block* rest = blocks_->New();
     rest->addr = block->addr + size;
@@ -81,7 +84,7 @@ Block* Arena::Allocate(size_t size, size_t requested) {
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = size;
-    free_index_.Insert(rest);
+    AddFree(rest);  // free_seq 0: a remainder, which reclaim takes first
   }
   block->state = BlockState::kAllocated;
   block->requested = requested;
@@ -162,14 +165,47 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
   return absl::OkStatus();
 }
 
-Block* Arena::Release(Block* block, uint64_t free_epoch) {
+void Arena::AddFree(Block* block) {
+  free_index_.Insert(block);
+  if (!HasReclaimablePage(block)) return;
+  if (block->free_seq == 0) {
+    remainders_.Insert(block);
+  } else {
+    queue_->Add(block);
+  }
+}
+
+void Arena::RemoveFree(Block* block) {
+  free_index_.Remove(block);
+  Dequeue(block);
+}
+
+void Arena::Dequeue(Block* block) {
+  if (!block->queued) return;
+  if (block->free_seq == 0) {
+    remainders_.Remove(block);
+  } else {
+    queue_->Remove(block);
+  }
+}
+
+bool Arena::HasReclaimablePage(const Block* block) const {
+  if (block->size < page_size_) return false;  // no whole page inside
+  size_t end = std::min(FirstPage(block->end()), mapped_end_);
+  for (size_t p = EndPage(block->addr); p < end; ++p) {
+    if (page_of_[p] != kNoPage) return true;
+  }
+  return false;
+}
+
+Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
   FF_CHECK(!block->is_free(), "Arena::Release of a free block");
   block->state = BlockState::kFree;
   block->requested = 0;
   block->uses.reset();
   block->free_epoch = free_epoch;
   if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
-    free_index_.Remove(prev);
+    RemoveFree(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next != nullptr) block->next->prev = prev;
@@ -178,14 +214,15 @@ Block* Arena::Release(Block* block, uint64_t free_epoch) {
     block = prev;
   }
   if (Block* next = block->next; next != nullptr && next->is_free()) {
-    free_index_.Remove(next);
+    RemoveFree(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->prev = block;
     block->free_epoch = std::max(block->free_epoch, next->free_epoch);
     blocks_->Delete(next);
   }
-  free_index_.Insert(block);
+  if (free_seq != kKeepFreeSeq) block->free_seq = free_seq;
+  AddFree(block);
   return block;
 }
 
@@ -227,12 +264,15 @@ absl::Status Arena::UnmapFreePages(
   size_t first = EndPage(block->addr);
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
   size_t done = 0;
-  for (size_t p = first; p < end && done < max_pages; ++p) {
+  size_t p = first;
+  for (; p < end && done < max_pages; ++p) {
     if (page_of_[p] == kNoPage) continue;
     if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
     AddToRuns(runs, base_ + p * page_size_, page_size_);
     ++done;
   }
+  while (p < end && page_of_[p] == kNoPage) ++p;
+  if (p >= end) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
 }

@@ -7,7 +7,8 @@
 // lying inside free blocks, on request (reclaim). See Note [Pages under blocks]
 // in docs/design.md. Invariants: blocks tile [base, base+size) with no gap or
 // overlap; no two free blocks are adjacent; every page under an allocated or
-// pending block is mapped. Thread-safety: guarded by the owning
+// pending block is mapped. Free blocks holding a whole mapped page are also in
+// the device's ReclaimQueue. Thread-safety: guarded by the owning
 // DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
@@ -21,6 +22,7 @@
 #include "allocator/policy/block.h"
 #include "allocator/policy/free_index.h"
 #include "allocator/va/page_pool.h"
+#include "allocator/va/reclaim_queue.h"
 
 namespace fragfree {
 
@@ -31,7 +33,7 @@ class Arena {
   // Reserves `va_size` bytes (a multiple of the granularity) of address space.
   static absl::StatusOr<std::unique_ptr<Arena>> Create(
       PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-      size_t va_size, ArenaKind kind, uint32_t stream_slot,
+      ReclaimQueue* queue, size_t va_size, ArenaKind kind, uint32_t stream_slot,
       StreamHandle stream);
   // REQUIRES: no page is mapped (the owner unmapped them first).
   ~Arena();
@@ -55,8 +57,11 @@ class Arena {
       std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
-  // epoch now (stream/stream_fences.h).
-  Block* Release(Block* block, uint64_t free_epoch);
+  // epoch now (stream/stream_fences.h); `free_seq`, unless kKeepFreeSeq,
+  // becomes the resulting block's free_seq.
+  static constexpr uint64_t kKeepFreeSeq = UINT64_MAX;
+  Block* Release(Block* block, uint64_t free_epoch,
+                 uint64_t free_seq = kKeepFreeSeq);
   // Whole mapped pages lying inside free block `block`.
   size_t ReclaimablePages(const Block* block) const;
   // Unmaps up to `max_pages` whole pages inside free block `block`, appending
@@ -77,6 +82,8 @@ class Arena {
     return addr >= base_ && addr < base_ + size_;
   }
   const FreeIndex& free_index() const { return free_index_; }
+  // Split remainders holding a whole mapped page (va/reclaim_queue.h).
+  const RemainderBins& remainders() const { return remainders_; }
   const Block* first_block() const { return first_; }
   uintptr_t base() const { return base_; }
   size_t size() const { return size_; }
@@ -90,8 +97,16 @@ class Arena {
 
  private:
   Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-        uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
-        StreamHandle stream);
+        ReclaimQueue* queue, uintptr_t base, size_t size, ArenaKind kind,
+        uint32_t stream_slot, StreamHandle stream);
+  // A free block enters / leaves the free index, and the reclaim queue or the
+  // remainder bins when it holds a whole mapped page.
+  void AddFree(Block* block);
+  void RemoveFree(Block* block);
+  void Dequeue(Block* block);
+  // Whether free block `block` holds a whole mapped page (ReclaimablePages >
+  // 0), stopping at the first one.
+  bool HasReclaimablePage(const Block* block) const;
   // Page index range [first, last) under [addr, end).
   size_t FirstPage(uintptr_t addr) const { return (addr - base_) / page_size_; }
   size_t EndPage(uintptr_t end) const {
@@ -105,6 +120,7 @@ class Arena {
   PhysicalBackend* const backend_;
   PagePool* const pool_;
   BlockPool* const blocks_;
+  ReclaimQueue* const queue_;
   const uintptr_t base_;
   const size_t size_;
   const size_t page_size_;
@@ -113,6 +129,7 @@ class Arena {
   const StreamHandle stream_;
   Block* first_ = nullptr;
   FreeIndex free_index_;
+  RemainderBins remainders_;
   std::vector<PageId> page_of_;  // by page index
   size_t mapped_pages_ = 0;
   size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
