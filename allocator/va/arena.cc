@@ -29,10 +29,12 @@ Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
       base_(base),
       size_(size),
       page_size_(backend->Granularity()),
+      page_shift_(IsPowerOfTwo(page_size_) ? Log2Floor(page_size_) : -1),
       kind_(kind),
       stream_slot_(stream_slot),
       stream_(stream),
-      page_of_(size / backend->Granularity(), kNoPage) {
+      page_of_(size / backend->Granularity(), kNoPage),
+      mapped_bits_((page_of_.size() + 63) / 64, 0) {
   first_ = blocks_->New();
   first_->addr = base_;
   first_->size = size_;
@@ -51,12 +53,54 @@ Arena::~Arena() {
   backend_->ReleaseVa(base_, size_).IgnoreError();
 }
 
-size_t Arena::UnmappedPagesIn(uintptr_t addr, size_t size) const {
-  size_t missing = 0;
-  for (size_t p = FirstPage(addr), e = EndPage(addr + size); p < e; ++p) {
-    missing += page_of_[p] == kNoPage;
+namespace {
+// Calls fn(word, mask) for the words of `bits` covering bit range [first,
+// end), with the mask of the range's bits in that word, until fn returns
+// false. REQUIRES: first < end.
+template <typename Fn>
+void ForEachWord(const std::vector<uint64_t>& bits, size_t first, size_t end,
+                 Fn&& fn) {
+  const size_t last = end - 1;
+  for (size_t w = first / 64; w <= last / 64; ++w) {
+    uint64_t mask = ~uint64_t{0};
+    if (w == first / 64) mask &= ~uint64_t{0} << (first % 64);
+    if (w == last / 64) mask &= ~uint64_t{0} >> (63 - last % 64);
+    if (!fn(bits[w], mask)) return;
   }
-  return missing;
+}
+}  // namespace
+
+size_t Arena::MappedIn(size_t first, size_t end) const {
+  size_t n = 0;
+  if (first >= end) return 0;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    n += size_t(__builtin_popcountll(word & mask));
+    return true;
+  });
+  return n;
+}
+
+bool Arena::AllMapped(size_t first, size_t end) const {
+  bool all = true;
+  if (first >= end) return true;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    return all = (word & mask) == mask;
+  });
+  return all;
+}
+
+bool Arena::AnyMapped(size_t first, size_t end) const {
+  bool any = false;
+  if (first >= end) return false;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    return !(any = (word & mask) != 0);
+  });
+  return any;
+}
+
+size_t Arena::UnmappedPagesIn(uintptr_t addr, size_t size) const {
+  const size_t first = FirstPage(addr), end = EndPage(addr + size);
+  return end - first - MappedIn(first, end);
 }
 
 Block* Arena::Allocate(size_t size, size_t requested) {
@@ -65,10 +109,9 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   // The best fit needs pages mapped: worth a wider search for a fit that is
   // already mapped, since mapping costs tens of microseconds per page and takes
   // pages from elsewhere. See Note [Mapped-first placement].
-  if (UnmappedPagesIn(block->addr, size) > 0) {
+  if (!FullyMappedIn(block->addr, size)) {
     Block* mapped = free_index_.FindFitIf(
-        size,
-        [&](const Block* b) { return UnmappedPagesIn(b->addr, size) == 0; },
+        size, [&](const Block* b) { return FullyMappedIn(b->addr, size); },
         kMappedSearchLimit);
     if (mapped != nullptr) block = mapped;
   }
@@ -92,12 +135,8 @@ Block* Arena::Allocate(size_t size, size_t requested) {
 }
 
 size_t Arena::UnmappedPages(const Block* block) const {
-  size_t missing = 0;
-  for (size_t p = FirstPage(block->addr), e = EndPage(block->end()); p < e;
-       ++p) {
-    missing += page_of_[p] == kNoPage;
-  }
-  return missing;
+  if (FullyMappedIn(block->addr, block->size)) return 0;
+  return UnmappedPagesIn(block->addr, block->size);
 }
 
 namespace {
@@ -126,6 +165,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
                            pool_->handle(pages[next]));
     if (!status.ok()) break;
     page_of_[p] = pages[next++];
+    SetMappedBit(p, true);
     mapped_now.push_back(p);
   }
   // One SetAccess per contiguous run of newly mapped pages.
@@ -145,6 +185,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
     for (size_t p : mapped_now) {
       if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
         page_of_[p] = kNoPage;
+        SetMappedBit(p, false);
       } else {
         kept.push_back(page_of_[p]);
         ++mapped_pages_;
@@ -191,11 +232,8 @@ void Arena::Dequeue(Block* block) {
 
 bool Arena::HasReclaimablePage(const Block* block) const {
   if (block->size < page_size_) return false;  // no whole page inside
-  size_t end = std::min(FirstPage(block->end()), mapped_end_);
-  for (size_t p = EndPage(block->addr); p < end; ++p) {
-    if (page_of_[p] != kNoPage) return true;
-  }
-  return false;
+  return AnyMapped(EndPage(block->addr),
+                   std::min(FirstPage(block->end()), mapped_end_));
 }
 
 Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
@@ -241,9 +279,7 @@ size_t Arena::MappedBytes(const Block* block) const {
 size_t Arena::ReclaimablePages(const Block* block) const {
   size_t first = EndPage(block->addr);  // first page starting inside
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
-  size_t n = 0;
-  for (size_t p = first; p < end; ++p) n += page_of_[p] != kNoPage;
-  return n;
+  return MappedIn(first, end);
 }
 
 absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
@@ -253,6 +289,7 @@ absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
   }
   out->push_back(page_of_[index]);
   page_of_[index] = kNoPage;
+  SetMappedBit(index, false);
   --mapped_pages_;
   return absl::OkStatus();
 }

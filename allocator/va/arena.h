@@ -108,9 +108,27 @@ class Arena {
   // 0), stopping at the first one.
   bool HasReclaimablePage(const Block* block) const;
   // Page index range [first, last) under [addr, end).
-  size_t FirstPage(uintptr_t addr) const { return (addr - base_) / page_size_; }
+  size_t FirstPage(uintptr_t addr) const { return PagesIn(addr - base_); }
   size_t EndPage(uintptr_t end) const {
-    return (end - base_ + page_size_ - 1) / page_size_;
+    return PagesIn(end - base_ + page_size_ - 1);
+  }
+  size_t PagesIn(size_t bytes) const {
+    return page_shift_ >= 0 ? bytes >> page_shift_ : bytes / page_size_;
+  }
+  // Mapped pages among [first, end), from the bitmap; and whether all / any of
+  // them are mapped (a mask test per word, no popcount).
+  size_t MappedIn(size_t first, size_t end) const;
+  bool AllMapped(size_t first, size_t end) const;
+  bool AnyMapped(size_t first, size_t end) const;
+  bool FullyMappedIn(uintptr_t addr, size_t size) const {
+    return AllMapped(FirstPage(addr), EndPage(addr + size));
+  }
+  void SetMappedBit(size_t index, bool mapped) {
+    if (mapped) {
+      mapped_bits_[index / 64] |= uint64_t{1} << (index % 64);
+    } else {
+      mapped_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+    }
   }
   absl::Status UnmapPage(size_t index, std::vector<PageId>* out);
   size_t UnmappedPagesIn(uintptr_t addr, size_t size) const;
@@ -124,6 +142,7 @@ class Arena {
   const uintptr_t base_;
   const size_t size_;
   const size_t page_size_;
+  const int page_shift_;  // log2(page_size_), or -1 if not a power of two
   const ArenaKind kind_;
   const uint32_t stream_slot_;
   const StreamHandle stream_;
@@ -131,6 +150,9 @@ class Arena {
   FreeIndex free_index_;
   RemainderBins remainders_;
   std::vector<PageId> page_of_;  // by page index
+  // Bit p: page p is mapped (page_of_[p] != kNoPage), so that page counts over
+  // a range (placement, reclaim) are a few popcounts.
+  std::vector<uint64_t> mapped_bits_;
   size_t mapped_pages_ = 0;
   size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
 };
