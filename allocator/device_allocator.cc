@@ -51,6 +51,7 @@ DeviceAllocator::~DeviceAllocator() {
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   fences_.WaitAll().IgnoreError();
+  DrainQuickCaches();
   for (PendingFree& p : pending_) {
     for (EventId e : p.events) {
       events_->Synchronize(e).IgnoreError();
@@ -185,6 +186,13 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
   for (Arena* arena : list) {
     if (Block* b = arena->Allocate(size, requested)) return b;
   }
+  // Cached blocks, coalesced, may make room before the stream grows an arena.
+  bool drained = false;
+  for (Arena* arena : list) drained |= DrainQuickCache(arena);
+  for (Arena* arena : list) {
+    if (!drained) break;
+    if (Block* b = arena->Allocate(size, requested)) return b;
+  }
   if (list.size() >= kMaxArenasPerStreamKind) {
     return absl::ResourceExhaustedError(
         "address space of this stream's arenas is exhausted");
@@ -195,6 +203,9 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
       Arena::Create(backend_.get(), &pages_, &blocks_, &reclaim_queue_, va,
                     kind, slot, fences_.stream(slot));
   if (!arena.ok()) return arena.status();
+  // Graph pools' arenas keep no cache: their blocks stay put for replays.
+  (*arena)->quick().set_enabled(kind == ArenaKind::kSmall &&
+                                streams_[slot].pool == nullptr);
   list.push_back(arena->get());
   arenas_.push_back(std::move(*arena));
   stats_.num_arenas = int64_t(arenas_.size());
@@ -203,6 +214,52 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
     return absl::ResourceExhaustedError("request larger than an arena");
   }
   return b;
+}
+
+absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
+                                          size_t rounded, size_t size,
+                                          StreamHandle stream, Block** inout) {
+  Block* block = *inout;
+  for (bool retried = false;; retried = true) {
+    absl::Status status;
+    size_t missing = 0;
+    if (block == nullptr) {
+      absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
+      if (placed.ok()) {
+        block = *placed;
+      } else {
+        status = placed.status();
+      }
+    }
+    if (block != nullptr) {
+      missing = block->arena->UnmappedPages(block);
+      if (missing > 0) status = MapUnder(block, missing);
+      if (status.ok()) {
+        *inout = block;
+        return absl::OkStatus();
+      }
+      block->arena->Release(block, block->free_epoch);
+      block = nullptr;
+    }
+    if (!absl::IsResourceExhausted(status)) return status;
+    // Blocks held in quick caches, coalesced, may make room.
+    if (!retried && DrainQuickCaches()) continue;
+    return OutOfMemory(size, rounded, stream, missing,
+                       std::string(status.message()));
+  }
+}
+
+bool DeviceAllocator::DrainQuickCache(Arena* arena) {
+  if (arena->quick().count() == 0) return false;
+  arena->quick().Drain(
+      [&](Block* b) { arena->Release(b, b->free_epoch, b->free_seq); });
+  return true;
+}
+
+bool DeviceAllocator::DrainQuickCaches() {
+  bool drained = false;
+  for (auto& arena : arenas_) drained |= DrainQuickCache(arena.get());
+  return drained;
 }
 
 absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
@@ -223,28 +280,31 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
       capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   const ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
-  absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
-  if (!placed.ok()) {
-    if (absl::IsResourceExhausted(placed.status())) {
-      return OutOfMemory(size, rounded, stream, 0,
-                         std::string(placed.status().message()));
+  // Fast path: a block of exactly this size that this stream freed recently.
+  Block* block = nullptr;
+  if (rounded <= QuickCache::kMaxBlockSize) {
+    for (Arena* arena : streams_[slot].arenas[int(kind)]) {
+      if ((block = arena->quick().Pop(rounded)) != nullptr) break;
     }
-    return placed.status();
   }
-  Block* block = *placed;
-  Arena* arena = block->arena;
-  if (size_t missing = arena->UnmappedPages(block); missing > 0) {
-    if (absl::Status s = MapUnder(block, missing); !s.ok()) {
-      arena->Release(block, block->free_epoch);
-      if (absl::IsResourceExhausted(s)) {
-        return OutOfMemory(size, rounded, stream, missing,
-                           std::string(s.message()));
+  if (block != nullptr) {
+    block->requested = size;
+  } else {
+    // Common path: the stream's arena has a mapped fit.
+    for (Arena* arena : streams_[slot].arenas[int(kind)]) {
+      if ((block = arena->Allocate(rounded, size)) != nullptr) break;
+    }
+    if (block == nullptr || block->arena->UnmappedPages(block) > 0) {
+      if (absl::Status s =
+              PlaceAndMap(slot, kind, rounded, size, stream, &block);
+          !s.ok()) {
+        return s;
       }
-      return s;
     }
   }
+  Arena* arena = block->arena;
   block->alloc_seq = ++alloc_seq_;
-  live_.emplace(block->addr, block);
+  live_.insert(LiveEntry{block->addr, block, arena, size, 0});
   trace_.Record(TraceAction::kAlloc, block->addr, size, stream);
   const int pool = PoolOf(arena->kind());
   stats_.allocation.Increase(pool, 1);
@@ -405,13 +465,21 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
 }
 
 void DeviceAllocator::ReturnBlockToArena(Block* block) {
-  Arena* arena = block->arena;
+  ReturnBlockToArena(block, block->arena, block->addr, block->size,
+                     block->requested);
+}
+
+void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
+                                         uintptr_t addr, size_t size,
+                                         size_t requested) {
   const int pool = PoolOf(arena->kind());
   stats_.active.Decrease(pool, 1);
-  stats_.active_bytes.Decrease(pool, int64_t(block->size));
-  trace_.Record(TraceAction::kFreeCompleted, block->addr, block->requested,
-                arena->stream());
-  arena->Release(block, fences_.StampFree(arena->stream_slot()), ++alloc_seq_);
+  stats_.active_bytes.Decrease(pool, int64_t(size));
+  trace_.Record(TraceAction::kFreeCompleted, addr, requested, arena->stream());
+  const uint64_t epoch = fences_.StampFree(arena->stream_slot());
+  const uint64_t seq = ++alloc_seq_;
+  if (arena->quick().Push(block, size, epoch, seq)) return;
+  arena->Release(block, epoch, seq);
 }
 
 absl::Status DeviceAllocator::Free(void* ptr) {
@@ -423,11 +491,12 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
-  Block* block = it->second;
+  const LiveEntry entry = *it;
+  Block* const block = entry.block;
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
   std::vector<EventId> events;
-  if (block->uses != nullptr) {
+  if (entry.has_uses) {
     for (StreamHandle s : *block->uses) {
       if (events_->IsCapturing(s)) continue;  // re-checked when processed
       absl::StatusOr<EventId> e = events_->Record(s);
@@ -439,14 +508,17 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     }
   }
   live_.erase(it);
-  const int pool = PoolOf(block->arena->kind());
+  Arena* const arena = entry.arena;
+  const size_t requested = entry.requested;
+  const size_t size = rounding_.Round(requested);  // == block->size
+  const int pool = PoolOf(arena->kind());
   stats_.allocation.Decrease(pool, 1);
-  stats_.allocated_bytes.Decrease(pool, int64_t(block->size));
-  stats_.requested_bytes.Decrease(pool, int64_t(block->requested));
-  trace_.Record(TraceAction::kFreeRequested, block->addr, block->requested,
-                block->arena->stream());
-  if (block->uses == nullptr || block->uses->empty()) {
-    ReturnBlockToArena(block);
+  stats_.allocated_bytes.Decrease(pool, int64_t(size));
+  stats_.requested_bytes.Decrease(pool, int64_t(requested));
+  trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream());
+  if (!entry.has_uses || block->uses->empty()) {
+    if (entry.has_uses) block->uses.reset();
+    ReturnBlockToArena(block, arena, addr, size, requested);
     return absl::OkStatus();
   }
   // It becomes reusable once the other streams' work completes.
@@ -494,10 +566,11 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
         "record_stream: " +
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
-  Block* block = it->second;
-  if (stream == block->arena->stream()) return absl::OkStatus();
+  Block* block = it->block;
+  if (stream == it->arena->stream()) return absl::OkStatus();
   if (block->uses == nullptr) {
     block->uses = std::make_unique<std::vector<StreamHandle>>();
+    it->has_uses = 1;
   }
   if (std::find(block->uses->begin(), block->uses->end(), stream) ==
       block->uses->end()) {
@@ -516,14 +589,17 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   for (uint32_t slot = 0; slot < fences_.num_streams(); ++slot) {
     if (fences_.stream(slot) != stream) continue;
     if (absl::Status s = fences_.Retire(slot); !s.ok()) return s;
+    for (const auto& list : streams_[slot].arenas) {
+      for (Arena* arena : list) DrainQuickCache(arena);  // never reused
+    }
   }
   slot_of_.erase(stream);
   for (auto& pool : pools_) pool->slots.erase(stream);
   if (last_stream_ == stream) last_slot_ = UINT32_MAX;
   // Its work is done: uses recorded for it need no event any more.
-  for (auto& [addr, block] : live_) {
-    if (block->uses == nullptr) continue;
-    auto& uses = *block->uses;
+  for (const LiveEntry& entry : live_) {
+    if (!entry.has_uses) continue;
+    auto& uses = *entry.block->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
   }
   return absl::OkStatus();
@@ -534,6 +610,7 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (capturing_ > 0)
     return absl::OkStatus();  // PyTorch's rule: not in capture
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
+  DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   std::vector<PageId> pages;
   if (absl::Status s = Reclaim(SIZE_MAX, /*wait=*/true, &pages); !s.ok()) {
@@ -613,7 +690,7 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
     if (!arena->Contains(addr)) continue;
     const Block* b = arena->BlockContaining(addr);
     if (b == nullptr) break;
-    if (b->is_free()) {
+    if (b->is_free() || b->state == BlockState::kCached) {
       return absl::StrFormat(
           "pointer 0x%x on device %d is not a live allocation: it lies in "
           "fragfree's free memory (a double free, or a pointer that was "
@@ -638,7 +715,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
   int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
   for (const auto& arena : arenas_) {
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      if (!b->is_free()) continue;
+      if (!b->is_free() && b->state != BlockState::kCached) continue;
       int64_t mapped = int64_t(arena->MappedBytes(b));
       if (mapped == 0) continue;
       ++free_blocks;
@@ -708,7 +785,7 @@ OomInfo DeviceAllocator::last_oom() const {
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {
   MutexLock lock(&mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  return it == live_.end() ? 0 : it->second->requested;
+  return it == live_.end() ? 0 : size_t(it->requested);
 }
 
 std::vector<ArenaView> DeviceAllocator::Arenas() const {
@@ -726,8 +803,10 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
     v.pool_id[1] = pool ? pool->id.second : 0;
     v.mapped_pages = arena->mapped_pages();
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      v.blocks.push_back(
-          {b->addr, b->size, b->requested, b->state, b->alloc_seq});
+      // A cached block is free memory to everyone outside the engine.
+      const BlockState state =
+          b->state == BlockState::kCached ? BlockState::kFree : b->state;
+      v.blocks.push_back({b->addr, b->size, b->requested, state, b->alloc_seq});
     }
     for (size_t p = 0; p < arena->mapped_end(); ++p) {
       v.page_mapped.push_back(arena->IsPageMapped(p));
@@ -746,7 +825,7 @@ absl::Status DeviceAllocator::CheckInvariants() const {
   size_t queued_blocks = 0;
   for (const auto& arena : arenas_) {
     uintptr_t expect = arena->base();
-    size_t free_blocks = 0;
+    size_t free_blocks = 0, cached_blocks = 0, cached_bytes = 0;
     const Block* prev = nullptr;
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       if (b->addr != expect) {
@@ -762,6 +841,13 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         if (prev != nullptr && prev->is_free()) {
           return fail("two adjacent free blocks (missed coalescing)");
         }
+      } else if (b->state == BlockState::kCached) {
+        ++cached_blocks;
+        cached_bytes += b->size;
+        if (!arena->IsFullyMapped(b)) {
+          return fail(absl::StrFormat("cached block 0x%x is not fully mapped",
+                                      b->addr));
+        }
       } else {
         if (!arena->IsFullyMapped(b)) {
           return fail(
@@ -772,8 +858,14 @@ absl::Status DeviceAllocator::CheckInvariants() const {
           allocated += int64_t(b->size);
           ++live_blocks;
           auto it = live_.find(b->addr);
-          if (it == live_.end() || it->second != b) {
+          if (it == live_.end() || it->block != b) {
             return fail("allocated block missing from the live table");
+          }
+          if (it->arena != arena.get() || it->requested != b->requested ||
+              bool(it->has_uses) != (b->uses != nullptr) ||
+              b->size != rounding_.Round(b->requested)) {
+            return fail(absl::StrFormat(
+                "live table entry of 0x%x differs from its block", b->addr));
           }
         }
       }
@@ -785,6 +877,10 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     }
     if (free_blocks != arena->free_index().count()) {
       return fail("free index count differs from the free blocks");
+    }
+    if (cached_blocks != arena->quick().count() ||
+        cached_bytes != arena->quick().bytes()) {
+      return fail("quick cache differs from the cached blocks");
     }
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       const bool reclaimable = b->is_free() && arena->ReclaimablePages(b) > 0;

@@ -30,8 +30,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/huge_pages.h"
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
@@ -138,6 +141,32 @@ class DeviceAllocator {
     Block* block;
     std::vector<EventId> events;
   };
+  // A live allocation as the live table holds it, keyed by address: all that
+  // Free needs, so that a free reads this entry (one cache line: 32 bytes,
+  // aligned) and not the block. The block's size is Round(requested).
+  struct alignas(32) LiveEntry {
+    uintptr_t addr;
+    Block* block;
+    Arena* arena;
+    mutable uint64_t requested : 63;
+    mutable uint64_t has_uses : 1;  // block->uses != nullptr (record_stream)
+  };
+  struct LiveHash {
+    using is_transparent = void;
+    size_t operator()(uintptr_t addr) const {
+      return absl::Hash<uintptr_t>()(addr);
+    }
+    size_t operator()(const LiveEntry& e) const { return (*this)(e.addr); }
+  };
+  struct LiveEq {
+    using is_transparent = void;
+    static uintptr_t Key(uintptr_t addr) { return addr; }
+    static uintptr_t Key(const LiveEntry& e) { return e.addr; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Key(a) == Key(b);
+    }
+  };
 
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
@@ -153,6 +182,17 @@ class DeviceAllocator {
   absl::StatusOr<Block*> Place(uint32_t slot, ArenaKind kind, size_t size,
                                size_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the pages under *inout (placed, needing pages) or, when it is null,
+  // places the request (Place) and maps; sets *inout. On running out of
+  // memory, drains the quick caches and tries once more before reporting the
+  // OOM. On failure *inout is not allocated.
+  absl::Status PlaceAndMap(uint32_t slot, ArenaKind kind, size_t rounded,
+                           size_t size, StreamHandle stream, Block** inout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the blocks of one arena's / every arena's QuickCache as ordinary
+  // frees; whether there were any.
+  bool DrainQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DrainQuickCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
   // waiting) and maps them. On failure no page is lost.
   absl::Status MapUnder(Block* block, size_t count)
@@ -165,7 +205,12 @@ class DeviceAllocator {
   // `want`; with `wait`, waits for in-flight work first.
   absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block's last use is done: into its arena's quick cache or released.
+  // The second form takes what the caller knows, to leave the block unread.
   void ReturnBlockToArena(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnBlockToArena(Block* block, Arena* arena, uintptr_t addr,
+                          size_t size, size_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ProcessPending(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecomputeLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OutOfMemory(size_t size, size_t rounded, StreamHandle stream,
@@ -196,7 +241,8 @@ class DeviceAllocator {
   StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
   std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uintptr_t, Block*> live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<LiveEntry, LiveHash, LiveEq, HugePageAllocator<LiveEntry>>
+      live_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
   OomInfo last_oom_ ABSL_GUARDED_BY(mu_);

@@ -10,18 +10,23 @@
 #ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 #define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
+#include "allocator/base/huge_pages.h"
 #include "allocator/base/stream_handle.h"
 
 namespace fragfree {
 
 class Arena;
 
-enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree };
+// kCached: freed, but kept whole in its arena's QuickCache for the next
+// request of its size (policy/quick_cache.h); free to the program and stats.
+enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree, kCached };
 
 struct alignas(64) Block {
   // First cache line: read when the block is a neighbour or sits in a bin.
@@ -55,11 +60,19 @@ struct alignas(64) Block {
 static_assert(sizeof(Block) == 128, "Block is two cache lines");
 
 // BlockPool: recycles Block objects so the hot path never calls the heap.
+// Blocks come in chunks that double up to 2 MiB (huge-page backed where the
+// kernel allows: base/huge_pages.h).
 class BlockPool {
  public:
   BlockPool() = default;
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() {
+    for (const Chunk& c : chunks_) {
+      for (size_t i = 0; i < c.count; ++i) c.blocks[i].~Block();
+      FreeHostTable(c.blocks, c.count * sizeof(Block));
+    }
+  }
 
   Block* New() {
     if (free_ == nullptr) Grow();
@@ -76,16 +89,26 @@ class BlockPool {
   }
 
  private:
-  static constexpr size_t kChunk = 1024;
+  static constexpr size_t kFirstChunk = 1024;
+  static constexpr size_t kMaxChunk = kHugePageSize / sizeof(Block);
+  struct Chunk {
+    Block* blocks;
+    size_t count;
+  };
   void Grow() {
-    chunks_.push_back(std::make_unique<Block[]>(kChunk));
-    Block* chunk = chunks_.back().get();
-    for (size_t i = 0; i < kChunk; ++i) {
-      chunk[i].next = free_;
-      free_ = &chunk[i];
+    const size_t count = chunks_.empty()
+                             ? kFirstChunk
+                             : std::min(chunks_.back().count * 2, kMaxChunk);
+    Block* blocks =
+        static_cast<Block*>(AllocateHostTable(count * sizeof(Block)));
+    for (size_t i = 0; i < count; ++i) new (&blocks[i]) Block();
+    chunks_.push_back({blocks, count});
+    for (size_t i = count; i-- > 0;) {  // lowest address first out
+      blocks[i].next = free_;
+      free_ = &blocks[i];
     }
   }
-  std::vector<std::unique_ptr<Block[]>> chunks_;
+  std::vector<Chunk> chunks_;
   Block* free_ = nullptr;
 };
 

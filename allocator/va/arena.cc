@@ -80,18 +80,16 @@ size_t Arena::MappedIn(size_t first, size_t end) const {
   return n;
 }
 
-bool Arena::AllMapped(size_t first, size_t end) const {
+bool Arena::AllMappedSlow(size_t first, size_t end) const {
   bool all = true;
-  if (first >= end) return true;
   ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
     return all = (word & mask) == mask;
   });
   return all;
 }
 
-bool Arena::AnyMapped(size_t first, size_t end) const {
+bool Arena::AnyMappedSlow(size_t first, size_t end) const {
   bool any = false;
-  if (first >= end) return false;
   ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
     return !(any = (word & mask) != 0);
   });
@@ -132,11 +130,6 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   block->state = BlockState::kAllocated;
   block->requested = requested;
   return block;
-}
-
-size_t Arena::UnmappedPages(const Block* block) const {
-  if (FullyMappedIn(block->addr, block->size)) return 0;
-  return UnmappedPagesIn(block->addr, block->size);
 }
 
 namespace {
@@ -206,19 +199,12 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
   return absl::OkStatus();
 }
 
-void Arena::AddFree(Block* block) {
-  free_index_.Insert(block);
-  if (!HasReclaimablePage(block)) return;
+void Arena::Enqueue(Block* block) {
   if (block->free_seq == 0) {
     remainders_.Insert(block);
   } else {
     queue_->Add(block);
   }
-}
-
-void Arena::RemoveFree(Block* block) {
-  free_index_.Remove(block);
-  Dequeue(block);
 }
 
 void Arena::Dequeue(Block* block) {
@@ -228,12 +214,6 @@ void Arena::Dequeue(Block* block) {
   } else {
     queue_->Remove(block);
   }
-}
-
-bool Arena::HasReclaimablePage(const Block* block) const {
-  if (block->size < page_size_) return false;  // no whole page inside
-  return AnyMapped(EndPage(block->addr),
-                   std::min(FirstPage(block->end()), mapped_end_));
 }
 
 Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {

@@ -13,6 +13,7 @@
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
 #include "allocator/policy/free_index.h"
+#include "allocator/policy/quick_cache.h"
 #include "allocator/va/page_pool.h"
 #include "allocator/va/reclaim_queue.h"
 
@@ -45,7 +47,10 @@ class Arena {
   // over unmapped pages: see UnmappedPages / MapPages.
   Block* Allocate(size_t size, size_t requested);
   // Number of pages under `block` that are not mapped.
-  size_t UnmappedPages(const Block* block) const;
+  size_t UnmappedPages(const Block* block) const {
+    const size_t first = FirstPage(block->addr), end = EndPage(block->end());
+    return AllMapped(first, end) ? 0 : end - first - MappedIn(first, end);
+  }
   // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool)
   // under the block and makes them accessible. All or nothing: on error, the
   // pages this call mapped are unmapped again and stay the caller's; one whose
@@ -82,6 +87,9 @@ class Arena {
     return addr >= base_ && addr < base_ + size_;
   }
   const FreeIndex& free_index() const { return free_index_; }
+  // Recently freed small blocks kept whole (the engine decides what goes in).
+  QuickCache& quick() { return quick_; }
+  const QuickCache& quick() const { return quick_; }
   // Split remainders holding a whole mapped page (va/reclaim_queue.h).
   const RemainderBins& remainders() const { return remainders_; }
   const Block* first_block() const { return first_; }
@@ -101,12 +109,23 @@ class Arena {
         uint32_t stream_slot, StreamHandle stream);
   // A free block enters / leaves the free index, and the reclaim queue or the
   // remainder bins when it holds a whole mapped page.
-  void AddFree(Block* block);
-  void RemoveFree(Block* block);
+  void AddFree(Block* block) {
+    free_index_.Insert(block);
+    if (HasReclaimablePage(block)) Enqueue(block);
+  }
+  void RemoveFree(Block* block) {
+    free_index_.Remove(block);
+    if (block->queued) Dequeue(block);
+  }
+  void Enqueue(Block* block);
   void Dequeue(Block* block);
   // Whether free block `block` holds a whole mapped page (ReclaimablePages >
-  // 0), stopping at the first one.
-  bool HasReclaimablePage(const Block* block) const;
+  // 0).
+  bool HasReclaimablePage(const Block* block) const {
+    if (block->size < page_size_) return false;  // no whole page inside
+    return AnyMapped(EndPage(block->addr),
+                     std::min(FirstPage(block->end()), mapped_end_));
+  }
   // Page index range [first, last) under [addr, end).
   size_t FirstPage(uintptr_t addr) const { return PagesIn(addr - base_); }
   size_t EndPage(uintptr_t end) const {
@@ -118,8 +137,24 @@ class Arena {
   // Mapped pages among [first, end), from the bitmap; and whether all / any of
   // them are mapped (a mask test per word, no popcount).
   size_t MappedIn(size_t first, size_t end) const;
-  bool AllMapped(size_t first, size_t end) const;
-  bool AnyMapped(size_t first, size_t end) const;
+  bool AllMapped(size_t first, size_t end) const {
+    if (first >= end) return true;
+    if (first / 64 != (end - 1) / 64) return AllMappedSlow(first, end);
+    const uint64_t mask = WordMask(first, end);
+    return (mapped_bits_[first / 64] & mask) == mask;
+  }
+  bool AnyMapped(size_t first, size_t end) const {
+    if (first >= end) return false;
+    if (first / 64 != (end - 1) / 64) return AnyMappedSlow(first, end);
+    return (mapped_bits_[first / 64] & WordMask(first, end)) != 0;
+  }
+  // Bits [first, end) of their (single) word.
+  static uint64_t WordMask(size_t first, size_t end) {
+    return (~uint64_t{0} << (first % 64)) &
+           (~uint64_t{0} >> (63 - (end - 1) % 64));
+  }
+  bool AllMappedSlow(size_t first, size_t end) const;
+  bool AnyMappedSlow(size_t first, size_t end) const;
   bool FullyMappedIn(uintptr_t addr, size_t size) const {
     return AllMapped(FirstPage(addr), EndPage(addr + size));
   }
@@ -149,6 +184,7 @@ class Arena {
   Block* first_ = nullptr;
   FreeIndex free_index_;
   RemainderBins remainders_;
+  QuickCache quick_;
   std::vector<PageId> page_of_;  // by page index
   // Bit p: page p is mapped (page_of_[p] != kNoPage), so that page counts over
   // a range (placement, reclaim) are a few popcounts.
