@@ -101,8 +101,7 @@ uint32_t DeviceAllocator::NewSlot(StreamHandle stream, const Pool* pool) {
   return slot;
 }
 
-uint32_t DeviceAllocator::SlotFor(StreamHandle stream) {
-  if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
+uint32_t DeviceAllocator::SlotForSlow(StreamHandle stream) {
   auto [it, inserted] = slot_of_.try_emplace(stream, 0);
   if (inserted) it->second = NewSlot(stream, nullptr);
   last_stream_ = stream;
@@ -280,19 +279,25 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
       capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   const ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
-  // Fast path: a block of exactly this size that this stream freed recently.
+  // Fast path: a block of exactly this size that this stream freed recently,
+  // taken without reading it.
   Block* block = nullptr;
+  Arena* arena = nullptr;
+  uintptr_t addr = 0;
   if (rounded <= QuickCache::kMaxBlockSize) {
-    for (Arena* arena : streams_[slot].arenas[int(kind)]) {
-      if ((block = arena->quick().Pop(rounded)) != nullptr) break;
+    for (Arena* a : streams_[slot].arenas[int(kind)]) {
+      if ((block = a->quick().Pop(rounded, &addr)) != nullptr) {
+        arena = a;
+        break;
+      }
     }
   }
   if (block != nullptr) {
     block->requested = size;
   } else {
     // Common path: the stream's arena has a mapped fit.
-    for (Arena* arena : streams_[slot].arenas[int(kind)]) {
-      if ((block = arena->Allocate(rounded, size)) != nullptr) break;
+    for (Arena* a : streams_[slot].arenas[int(kind)]) {
+      if ((block = a->Allocate(rounded, size)) != nullptr) break;
     }
     if (block == nullptr || block->arena->UnmappedPages(block) > 0) {
       if (absl::Status s =
@@ -301,20 +306,22 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
         return s;
       }
     }
+    arena = block->arena;
+    addr = block->addr;
   }
-  Arena* arena = block->arena;
   block->alloc_seq = ++alloc_seq_;
-  live_.insert(LiveEntry{block->addr, block, arena, size, 0});
-  trace_.Record(TraceAction::kAlloc, block->addr, size, stream);
+  live_.insert(LiveEntry{addr, block, arena, size, 0});
+  trace_.Record(TraceAction::kAlloc, addr, size, stream);
   const int pool = PoolOf(arena->kind());
+  const int64_t bytes = int64_t(rounded);  // == block->size
   stats_.allocation.Increase(pool, 1);
-  stats_.allocated_bytes.Increase(pool, int64_t(block->size));
+  stats_.allocated_bytes.Increase(pool, bytes);
   stats_.active.Increase(pool, 1);
-  stats_.active_bytes.Increase(pool, int64_t(block->size));
+  stats_.active_bytes.Increase(pool, bytes);
   stats_.requested_bytes.Increase(pool, int64_t(size));
   allocated_high_water_ = std::max(
       allocated_high_water_, stats_.allocated_bytes.pool[kPoolAll].current);
-  return reinterpret_cast<void*>(block->addr);
+  return reinterpret_cast<void*>(addr);
 }
 
 void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
@@ -478,7 +485,7 @@ void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
   trace_.Record(TraceAction::kFreeCompleted, addr, requested, arena->stream());
   const uint64_t epoch = fences_.StampFree(arena->stream_slot());
   const uint64_t seq = ++alloc_seq_;
-  if (arena->quick().Push(block, size, epoch, seq)) return;
+  if (arena->quick().Push(block, addr, size, epoch, seq)) return;
   arena->Release(block, epoch, seq);
 }
 

@@ -172,7 +172,11 @@ class DeviceAllocator {
                   std::unique_ptr<PhysicalBackend> backend,
                   std::unique_ptr<EventSource> events);
 
-  uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
+    return SlotForSlow(stream);
+  }
+  uint32_t SlotForSlow(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NewSlot(StreamHandle stream, const Pool* pool)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot of a capturing pool whose filter takes `stream`, else SlotFor.

@@ -25,7 +25,7 @@ namespace fragfree {
 class QuickCache {
  public:
   static constexpr size_t kMaxBlockSize = size_t{64} << 10;
-  static constexpr uint32_t kDepth = 7;  // one cache line per size
+  static constexpr uint32_t kDepth = 7;  // two cache lines per size
   static constexpr size_t kMaxBytes = size_t{16} << 20;
 
   // Off (the default) for arenas whose blocks must not be held back (graph
@@ -33,17 +33,18 @@ class QuickCache {
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
 
-  // Takes `block` of `size` bytes (allocated or pending, just freed, uses
-  // null) if there is room, making it kCached with the free's fence epoch and
-  // free_seq; false leaves it to the caller. Only writes the block (a free
-  // need not wait for its cache line).
-  bool Push(Block* block, size_t size, uint64_t free_epoch, uint64_t free_seq) {
+  // Takes `block` (at `block_addr`, of `size` bytes; allocated or pending,
+  // just freed, uses null) if there is room, making it kCached with the free's
+  // fence epoch and free_seq; false leaves it to the caller. Only writes the
+  // block (a free need not wait for its cache line).
+  bool Push(Block* block, uintptr_t block_addr, size_t size,
+            uint64_t free_epoch, uint64_t free_seq) {
     if (!enabled_ || size > kMaxBlockSize || bytes_ + size > kMaxBytes) {
       return false;
     }
     Class& c = classes_[size / kMinBlockSize - 1];
     if (c.count == kDepth) return false;
-    c.blocks[c.count++] = block;
+    c.entries[c.count++] = {block, block_addr};
     bytes_ += size;
     ++count_;
     block->state = BlockState::kCached;
@@ -53,23 +54,25 @@ class QuickCache {
     return true;
   }
   // The most recently cached block of exactly `size` bytes, now kAllocated
-  // (the caller sets `requested`), or nullptr.
-  Block* Pop(size_t size) {
+  // (the caller sets `requested`), and its address in *addr; or nullptr.
+  // Only writes the block.
+  Block* Pop(size_t size, uintptr_t* addr) {
     if (size > kMaxBlockSize || count_ == 0) return nullptr;
     Class& c = classes_[size / kMinBlockSize - 1];
     if (c.count == 0) return nullptr;
-    Block* block = c.blocks[--c.count];
+    const Entry e = c.entries[--c.count];
     bytes_ -= size;
     --count_;
-    block->state = BlockState::kAllocated;
-    return block;
+    e.block->state = BlockState::kAllocated;
+    *addr = e.addr;
+    return e.block;
   }
   // Empties the cache, calling release(block) for each block (still kCached).
   template <typename Fn>
   void Drain(Fn&& release) {
     if (count_ == 0) return;
     for (Class& c : classes_) {
-      while (c.count > 0) release(c.blocks[--c.count]);
+      while (c.count > 0) release(c.entries[--c.count].block);
     }
     bytes_ = count_ = 0;
   }
@@ -78,8 +81,12 @@ class QuickCache {
   size_t bytes() const { return bytes_; }
 
  private:
+  struct Entry {
+    Block* block;
+    uintptr_t addr;  // block->addr, so that taking a block needs no read of it
+  };
   struct alignas(64) Class {
-    Block* blocks[kDepth];
+    Entry entries[kDepth];
     uint32_t count = 0;
   };
   std::array<Class, kMaxBlockSize / kMinBlockSize> classes_{};
