@@ -59,7 +59,7 @@ DeviceAllocator::~DeviceAllocator() {
     }
   }
   pending_.clear();
-  live_.clear();
+  live_.Clear();
   std::vector<PageId> pages;
   for (auto& arena : arenas_) {
     for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
@@ -310,7 +310,7 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     addr = block->addr;
   }
   block->alloc_seq = ++alloc_seq_;
-  live_.insert(LiveEntry{addr, block, arena, size, 0});
+  live_.Insert(LiveEntry{addr, block, arena, size, 0});
   trace_.Record(TraceAction::kAlloc, addr, size, stream);
   const int pool = PoolOf(arena->kind());
   const int64_t bytes = int64_t(rounded);  // == block->size
@@ -493,8 +493,8 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  auto it = live_.find(addr);
-  if (it == live_.end()) {
+  LiveEntry* it = live_.Find(addr);
+  if (it == nullptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
@@ -517,7 +517,7 @@ absl::Status DeviceAllocator::Free(void* ptr) {
       events.push_back(*e);
     }
   }
-  live_.erase(it);
+  live_.Erase(it);
   Arena* const arena = entry.arena;
   const size_t requested = entry.requested;
   const size_t size = rounding_.Round(requested);  // == block->size
@@ -570,8 +570,8 @@ absl::Status DeviceAllocator::ProcessPending(bool wait) {
 
 absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
   MutexLock lock(&mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == live_.end()) {
+  LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == nullptr) {
     return absl::InvalidArgumentError(
         "record_stream: " +
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
@@ -607,11 +607,11 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   for (auto& pool : pools_) pool->slots.erase(stream);
   if (last_stream_ == stream) last_slot_ = UINT32_MAX;
   // Its work is done: uses recorded for it need no event any more.
-  for (const LiveEntry& entry : live_) {
-    if (!entry.has_uses) continue;
+  live_.ForEach([&](LiveEntry& entry) {
+    if (!entry.has_uses) return;
     auto& uses = *entry.block->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -794,8 +794,8 @@ OomInfo DeviceAllocator::last_oom() const {
 
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {
   MutexLock lock(&mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  return it == live_.end() ? 0 : size_t(it->requested);
+  const LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
+  return it == nullptr ? 0 : size_t(it->requested);
 }
 
 std::vector<ArenaView> DeviceAllocator::Arenas() const {
@@ -867,8 +867,8 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         if (b->state == BlockState::kAllocated) {
           allocated += int64_t(b->size);
           ++live_blocks;
-          auto it = live_.find(b->addr);
-          if (it == live_.end() || it->block != b) {
+          const LiveEntry* it = live_.Find(b->addr);
+          if (it == nullptr || it->block != b) {
             return fail("allocated block missing from the live table");
           }
           if (it->arena != arena.get() || it->requested != b->requested ||

@@ -30,11 +30,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "allocator/base/huge_pages.h"
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
@@ -43,6 +40,7 @@
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
+#include "allocator/policy/live_table.h"
 #include "allocator/policy/size_classes.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_fences.h"
@@ -141,33 +139,6 @@ class DeviceAllocator {
     Block* block;
     std::vector<EventId> events;
   };
-  // A live allocation as the live table holds it, keyed by address: all that
-  // Free needs, so that a free reads this entry (one cache line: 32 bytes,
-  // aligned) and not the block. The block's size is Round(requested).
-  struct alignas(32) LiveEntry {
-    uintptr_t addr;
-    Block* block;
-    Arena* arena;
-    mutable uint64_t requested : 63;
-    mutable uint64_t has_uses : 1;  // block->uses != nullptr (record_stream)
-  };
-  struct LiveHash {
-    using is_transparent = void;
-    size_t operator()(uintptr_t addr) const {
-      return absl::Hash<uintptr_t>()(addr);
-    }
-    size_t operator()(const LiveEntry& e) const { return (*this)(e.addr); }
-  };
-  struct LiveEq {
-    using is_transparent = void;
-    static uintptr_t Key(uintptr_t addr) { return addr; }
-    static uintptr_t Key(const LiveEntry& e) { return e.addr; }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      return Key(a) == Key(b);
-    }
-  };
-
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
                   std::unique_ptr<EventSource> events);
@@ -245,8 +216,7 @@ class DeviceAllocator {
   StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
   std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<LiveEntry, LiveHash, LiveEq, HugePageAllocator<LiveEntry>>
-      live_ ABSL_GUARDED_BY(mu_);
+  LiveTable live_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
   OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
