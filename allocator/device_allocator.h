@@ -4,19 +4,19 @@
 //
 // Policy (docs/design.md has the Notes):
 //  - Each (stream, small|large) pair allocates in its own Arena (VA range);
-//  blocks
-//    are best fit with coalescing, and a block freed on a stream is reusable at
-//    once by that stream (stream order protects it).
+//    blocks are best fit with coalescing, and a block freed on a stream is
+//    reusable at once by that stream (stream order protects it). Small freed
+//    blocks wait whole in the arena's QuickCache for the next request of their
+//    size (drained before growing, failing or empty_cache).
 //  - Physical pages are one pool per device shared by all arenas. A request
-//  whose
-//    block lies over unmapped pages takes idle pages, then whole free pages
-//    from cached holes whose last use is known complete (reclaim, no waiting),
-//    then new pages while the memory limit allows, and finally, under pressure,
-//    waits for in-flight work and reclaims every whole free page. So an
-//    allocation fails only when live blocks plus partial edge pages fill the
-//    limit: never because free memory is scattered.
+//    whose block lies over unmapped pages takes idle pages, then whole free
+//    pages from cached holes whose last use is known complete (reclaim, no
+//    waiting), then new pages while the memory limit allows, and finally,
+//    under pressure, waits for in-flight work and reclaims every whole free
+//    page. So an allocation fails only when live blocks plus partial edge
+//    pages fill the limit: never because free memory is scattered.
 //  - record_stream'd blocks are freed only after events on those streams
-//  complete.
+//    complete.
 //
 // Thread-safety: every public method takes mu_; the object may be used from any
 // thread. Nothing calls out of the allocator (handlers, observers) under mu_.
