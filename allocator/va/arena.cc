@@ -288,8 +288,7 @@ absl::Status Arena::UnmapFreePages(
     AddToRuns(runs, base_ + p * page_size_, page_size_);
     ++done;
   }
-  while (p < end && page_of_[p] == kNoPage) ++p;
-  if (p >= end) Dequeue(const_cast<Block*>(block));  // none left
+  if (!AnyMapped(p, end)) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
 }
