@@ -1,11 +1,13 @@
 // Block: one contiguous range of an arena's VA, either handed out (allocated),
-// waiting for other streams to finish with it (pending), or free. Blocks of an
-// arena tile its whole VA in address order (prev/next); free blocks are also
-// linked into one FreeIndex bin (bin_prev/bin_next), and free blocks holding a
-// whole mapped page into the device's ReclaimQueue. Adjacent free blocks are
-// always coalesced, so two free blocks are never neighbours. Layout: 128 bytes,
-// cache-line aligned; the first line holds what coalescing and bin searches
-// read of other blocks, the second the block's own bookkeeping.
+// waiting for other streams to finish with it (pending), free, or freed but
+// kept whole in a QuickCache (cached). Blocks of an arena tile its whole VA in
+// address order (prev/next); free blocks are also linked into one FreeIndex
+// bin (bin_prev/bin_next), and free blocks holding a whole mapped page into
+// the reclaim index (queue_prev/queue_next: va/reclaim_queue.h). Adjacent free
+// blocks are always coalesced, so two free blocks are never neighbours.
+// Layout: 128 bytes, cache-line aligned; the first line holds what coalescing
+// and bin searches read of other blocks, the second the block's own
+// bookkeeping.
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 #define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
@@ -41,7 +43,7 @@ struct alignas(64) Block {
   uint64_t free_epoch = 0;
   uint16_t bin = 0;  // FreeIndex bin while free
   BlockState state = BlockState::kFree;
-  bool queued = false;  // in the ReclaimQueue (va/reclaim_queue.h)
+  bool queued = false;  // in the reclaim index (va/reclaim_queue.h)
 
   // Second cache line: the block's own bookkeeping.
   Arena* arena = nullptr;
@@ -51,7 +53,7 @@ struct alignas(64) Block {
   std::unique_ptr<std::vector<StreamHandle>> uses;
   uint64_t alloc_seq = 0;       // allocation order, for reports
   uint64_t free_seq = 0;        // when it last became free (same counter)
-  Block* queue_prev = nullptr;  // ReclaimQueue links
+  Block* queue_prev = nullptr;  // reclaim index links
   Block* queue_next = nullptr;
 
   bool is_free() const { return state == BlockState::kFree; }

@@ -8,8 +8,8 @@
 // in docs/design.md. Invariants: blocks tile [base, base+size) with no gap or
 // overlap; no two free blocks are adjacent; every page under an allocated or
 // pending block is mapped. Free blocks holding a whole mapped page are also in
-// the device's ReclaimQueue. Thread-safety: guarded by the owning
-// DeviceAllocator's lock.
+// the device's ReclaimQueue or the arena's RemainderBins (va/reclaim_queue.h).
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
