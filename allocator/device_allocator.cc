@@ -52,6 +52,7 @@ DeviceAllocator::~DeviceAllocator() {
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   fences_.WaitAll().IgnoreError();
+  DrainQuickCaches();
   for (PendingFree& p : pending_) {
     for (EventId e : p.events) {
       events_->Synchronize(e).IgnoreError();
@@ -59,7 +60,7 @@ DeviceAllocator::~DeviceAllocator() {
     }
   }
   pending_.clear();
-  live_.clear();
+  live_.Clear();
   std::vector<PageId> pages;
   for (auto& arena : arenas_) {
     for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
@@ -110,8 +111,7 @@ uint32_t DeviceAllocator::NewSlot(StreamHandle stream, const Pool* pool) {
   return slot;
 }
 
-uint32_t DeviceAllocator::SlotFor(StreamHandle stream) {
-  if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
+uint32_t DeviceAllocator::SlotForSlow(StreamHandle stream) {
   auto [it, inserted] = slot_of_.try_emplace(stream, 0);
   if (inserted) it->second = NewSlot(stream, nullptr);
   last_stream_ = stream;
@@ -199,15 +199,26 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
   for (Arena* arena : list) {
     if (Block* b = arena->Allocate(size, requested)) return b;
   }
+  // Cached blocks, coalesced, may make room before the stream grows an arena.
+  bool drained = false;
+  for (Arena* arena : list) drained |= DrainQuickCache(arena);
+  for (Arena* arena : list) {
+    if (!drained) break;
+    if (Block* b = arena->Allocate(size, requested)) return b;
+  }
   if (list.size() >= kMaxArenasPerStreamKind) {
     return absl::ResourceExhaustedError(
         "address space of this stream's arenas is exhausted");
   }
   size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page_size_);
   va = std::max(va, AlignUp(size, page_size_) * 2);
-  absl::StatusOr<std::unique_ptr<Arena>> arena = Arena::Create(
-      backend_.get(), &pages_, &blocks_, va, kind, slot, fences_.stream(slot));
+  absl::StatusOr<std::unique_ptr<Arena>> arena =
+      Arena::Create(backend_.get(), &pages_, &blocks_, &reclaim_queue_, va,
+                    kind, slot, fences_.stream(slot));
   if (!arena.ok()) return arena.status();
+  // Graph pools' arenas keep no cache: their blocks stay put for replays.
+  (*arena)->quick().set_enabled(kind == ArenaKind::kSmall &&
+                                streams_[slot].pool == nullptr);
   list.push_back(arena->get());
   arenas_.push_back(std::move(*arena));
   stats_.num_arenas = int64_t(arenas_.size());
@@ -216,6 +227,54 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
     return absl::ResourceExhaustedError("request larger than an arena");
   }
   return b;
+}
+
+absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
+                                          size_t rounded, size_t size,
+                                          StreamHandle stream, Block** inout) {
+  Block* block = *inout;
+  for (bool retried = false;; retried = true) {
+    absl::Status status;
+    size_t missing = 0;
+    if (block == nullptr) {
+      absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
+      if (placed.ok()) {
+        block = *placed;
+      } else {
+        status = placed.status();
+      }
+    }
+    if (block != nullptr) {
+      missing = block->arena->UnmappedPages(block);
+      if (missing > 0 || block->arena->HasPagesWithoutAccess(block)) {
+        status = MapUnder(block, missing);
+      }
+      if (status.ok()) {
+        *inout = block;
+        return absl::OkStatus();
+      }
+      block->arena->Release(block, block->free_epoch);
+      block = nullptr;
+    }
+    if (!absl::IsResourceExhausted(status)) return status;
+    // Blocks held in quick caches, coalesced, may make room.
+    if (!retried && DrainQuickCaches()) continue;
+    return OutOfMemory(size, rounded, stream, missing,
+                       std::string(status.message()));
+  }
+}
+
+bool DeviceAllocator::DrainQuickCache(Arena* arena) {
+  if (arena->quick().count() == 0) return false;
+  arena->quick().Drain(
+      [&](Block* b) { arena->Release(b, b->free_epoch, b->free_seq); });
+  return true;
+}
+
+bool DeviceAllocator::DrainQuickCaches() {
+  bool drained = false;
+  for (auto& arena : arenas_) drained |= DrainQuickCache(arena.get());
+  return drained;
 }
 
 absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
@@ -239,41 +298,54 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
       capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   const ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
-  absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
-  if (!placed.ok()) {
-    if (absl::IsResourceExhausted(placed.status())) {
-      return OutOfMemory(size, rounded, stream, 0,
-                         std::string(placed.status().message()));
-    }
-    return placed.status();
-  }
-  Block* block = *placed;
-  Arena* arena = block->arena;
-  // Pages missing under the block are mapped; so is the access of pages a
-  // failed undo kept without it (Arena::MapPages), before the block is used.
-  if (size_t missing = arena->UnmappedPages(block);
-      missing > 0 || arena->HasPagesWithoutAccess(block)) {
-    if (absl::Status s = MapUnder(block, missing); !s.ok()) {
-      arena->Release(block, block->free_epoch);
-      if (absl::IsResourceExhausted(s)) {
-        return OutOfMemory(size, rounded, stream, missing,
-                           std::string(s.message()));
+  // Fast path: a block of exactly this size that this stream freed recently,
+  // taken without reading it.
+  Block* block = nullptr;
+  Arena* arena = nullptr;
+  uintptr_t addr = 0;
+  if (rounded <= QuickCache::kMaxBlockSize) {
+    for (Arena* a : streams_[slot].arenas[int(kind)]) {
+      if ((block = a->quick().Pop(rounded, &addr)) != nullptr) {
+        arena = a;
+        break;
       }
-      return s;
     }
+  }
+  if (block != nullptr) {
+    block->requested = size;
+  } else {
+    // Common path: the stream's arena has a mapped fit.
+    for (Arena* a : streams_[slot].arenas[int(kind)]) {
+      if ((block = a->Allocate(rounded, size)) != nullptr) break;
+    }
+    // Pages missing under the block are mapped; so is the access of pages a
+    // failed undo kept without it (Arena::MapPages), before the block is used.
+    // A cached block (above) never lies over such pages: it was handed out,
+    // so all its pages were set up, and only pages mapped anew can lose access.
+    if (block == nullptr || block->arena->UnmappedPages(block) > 0 ||
+        block->arena->HasPagesWithoutAccess(block)) {
+      if (absl::Status s =
+              PlaceAndMap(slot, kind, rounded, size, stream, &block);
+          !s.ok()) {
+        return s;
+      }
+    }
+    arena = block->arena;
+    addr = block->addr;
   }
   block->alloc_seq = ++alloc_seq_;
-  live_.emplace(block->addr, block);
-  trace_.Record(TraceAction::kAlloc, block->addr, size, stream);
+  live_.Insert(LiveEntry{addr, block, arena, size, 0});
+  trace_.Record(TraceAction::kAlloc, addr, size, stream);
   const int pool = PoolOf(arena->kind());
+  const int64_t bytes = int64_t(rounded);  // == block->size
   stats_.allocation.Increase(pool, 1);
-  stats_.allocated_bytes.Increase(pool, int64_t(block->size));
+  stats_.allocated_bytes.Increase(pool, bytes);
   stats_.active.Increase(pool, 1);
-  stats_.active_bytes.Increase(pool, int64_t(block->size));
+  stats_.active_bytes.Increase(pool, bytes);
   stats_.requested_bytes.Increase(pool, int64_t(size));
   allocated_high_water_ = std::max(
       allocated_high_water_, stats_.allocated_bytes.pool[kPoolAll].current);
-  return reinterpret_cast<void*>(block->addr);
+  return reinterpret_cast<void*>(addr);
 }
 
 void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
@@ -297,46 +369,44 @@ absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
   // During graph capture nothing is unmapped and no event is touched.
   if (capturing_ > 0) return absl::OkStatus();
   // Candidates: free blocks holding whole mapped pages, in arenas whose pages
-  // may move. Oldest holes go first: the longer a hole has gone unused, the
-  // less likely the next requests fit it. See Note [Where pages come from].
-  struct Candidate {
-    Arena* arena;
-    Block* block;
-  };
-  std::vector<Candidate> candidates;
-  for (auto& arena_ptr : arenas_) {
-    Arena* arena = arena_ptr.get();
-    if (arena->mapped_pages() == 0) continue;
-    const Pool* pool = streams_[arena->stream_slot()].pool;
-    if (pool != nullptr && !pool->released) continue;  // a graph may replay
-    arena->free_index().ForEachLargestFirst([&](Block* b) {
-      if (arena->ReclaimablePages(b) > 0) candidates.push_back({arena, b});
-      return true;
-    });
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& x, const Candidate& y) {
-              return x.block->free_seq < y.block->free_seq;
-            });
+  // may move: split remainders first (arena by arena, largest first), then
+  // holes, oldest first: the longer a hole has gone unused, the less likely
+  // the next requests fit it. See Note [Where pages come from].
   const size_t before = out->size();
   absl::Status status;
-  for (const Candidate& c : candidates) {
-    if (out->size() >= want) break;
-    const uint32_t slot = c.arena->stream_slot();
-    if (!fences_.IsComplete(slot, c.block->free_epoch)) {
-      if (!wait || events_->IsCapturing(c.arena->stream())) continue;
-      status = fences_.WaitFor(slot, c.block->free_epoch);
-      if (!status.ok()) break;
+  // Takes pages from `b`; false to stop (enough pages, or an error).
+  auto take = [&](Arena* arena, Block* b) {
+    const uint32_t slot = arena->stream_slot();
+    if (!fences_.IsComplete(slot, b->free_epoch)) {
+      if (!wait || events_->IsCapturing(arena->stream())) return true;
+      status = fences_.WaitFor(slot, b->free_epoch);
+      if (!status.ok()) return false;
     }
     const size_t got_before = out->size();
     runs_.clear();
-    status = c.arena->UnmapFreePages(c.block, want - out->size(), out,
-                                     trace_.enabled() ? &runs_ : nullptr);
-    NotePagesMapped(c.arena->kind(), -int64_t(out->size() - got_before));
+    status = arena->UnmapFreePages(b, want - out->size(), out,
+                                   trace_.enabled() ? &runs_ : nullptr);
+    NotePagesMapped(arena->kind(), -int64_t(out->size() - got_before));
     for (const auto& [addr, bytes] : runs_) {
-      trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, c.arena->stream());
+      trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
     }
-    if (!status.ok()) break;
+    return status.ok() && out->size() < want;
+  };
+  auto may_move = [&](const Arena* arena) {
+    const Pool* pool = streams_[arena->stream_slot()].pool;
+    return pool == nullptr || pool->released;  // else a graph may replay
+  };
+  bool more = out->size() < want;
+  for (size_t i = 0; more && i < arenas_.size(); ++i) {
+    Arena* arena = arenas_[i].get();
+    if (!may_move(arena)) continue;
+    arena->remainders().ForEachLargestFirst(
+        [&](Block* b) { return more = take(arena, b); });
+  }
+  for (Block* b = reclaim_queue_.front(); more && b != nullptr;) {
+    Block* const next = ReclaimQueue::next(b);  // b may leave the queue
+    if (may_move(b->arena)) more = take(b->arena, b);
+    b = next;
   }
   stats_.pages_remapped += int64_t(out->size() - before);
   return status;
@@ -363,8 +433,8 @@ bool DeviceAllocator::ShouldReclaimFirst(const Block* block,
 }
 
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
-  std::vector<PageId> pages;
-  pages.reserve(count);
+  std::vector<PageId>& pages = map_pages_;  // reused: no heap call per map
+  pages.clear();
   PageId page;
   while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
   auto give_back = [&] {
@@ -430,14 +500,21 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
 }
 
 void DeviceAllocator::ReturnBlockToArena(Block* block) {
-  Arena* arena = block->arena;
+  ReturnBlockToArena(block, block->arena, block->addr, block->size,
+                     block->requested);
+}
+
+void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
+                                         uintptr_t addr, size_t size,
+                                         size_t requested) {
   const int pool = PoolOf(arena->kind());
   stats_.active.Decrease(pool, 1);
-  stats_.active_bytes.Decrease(pool, int64_t(block->size));
-  trace_.Record(TraceAction::kFreeCompleted, block->addr, block->requested,
-                arena->stream());
-  Block* hole = arena->Release(block, fences_.StampFree(arena->stream_slot()));
-  hole->free_seq = ++alloc_seq_;
+  stats_.active_bytes.Decrease(pool, int64_t(size));
+  trace_.Record(TraceAction::kFreeCompleted, addr, requested, arena->stream());
+  const uint64_t epoch = fences_.StampFree(arena->stream_slot());
+  const uint64_t seq = ++alloc_seq_;
+  if (arena->quick().Push(block, addr, size, epoch, seq)) return;
+  arena->Release(block, epoch, seq);
   if (streams_[arena->stream_slot()].retired) retired_dirty_ = true;
 }
 
@@ -479,6 +556,8 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
     if (st.pool == nullptr || st.pool->released) {
       for (std::vector<Arena*>& list : st.arenas) {
         for (size_t i = list.size(); i-- > 0;) {
+          // Cached blocks are free to the program: back to the arena first.
+          DrainQuickCache(list[i]);
           if (!list[i]->IsEmpty()) continue;
           if (absl::Status s = ReleaseArena(list[i]); !s.ok() && status.ok()) {
             status = s;
@@ -505,16 +584,20 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  auto it = live_.find(addr);
-  if (it == live_.end()) {
+  LiveEntry* it = live_.Find(addr);
+  if (it == nullptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
-  Block* block = it->second;
+  const LiveEntry entry = *it;
+  Block* const block = entry.block;
+  // Releasing reads the block (coalescing); start that miss now, under the
+  // bookkeeping below. A cached block is only written.
+  __builtin_prefetch(block, 1);
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
   std::vector<EventId> events;
-  if (block->uses != nullptr) {
+  if (entry.has_uses) {
     for (StreamHandle s : *block->uses) {
       if (events_->IsCapturing(s)) continue;  // re-checked when processed
       absl::StatusOr<EventId> e = events_->Record(s);
@@ -525,15 +608,18 @@ absl::Status DeviceAllocator::Free(void* ptr) {
       events.push_back(*e);
     }
   }
-  live_.erase(it);
-  const int pool = PoolOf(block->arena->kind());
+  live_.Erase(it);
+  Arena* const arena = entry.arena;
+  const size_t requested = entry.requested;
+  const size_t size = rounding_.Round(requested);  // == block->size
+  const int pool = PoolOf(arena->kind());
   stats_.allocation.Decrease(pool, 1);
-  stats_.allocated_bytes.Decrease(pool, int64_t(block->size));
-  stats_.requested_bytes.Decrease(pool, int64_t(block->requested));
-  trace_.Record(TraceAction::kFreeRequested, block->addr, block->requested,
-                block->arena->stream());
-  if (block->uses == nullptr || block->uses->empty()) {
-    ReturnBlockToArena(block);
+  stats_.allocated_bytes.Decrease(pool, int64_t(size));
+  stats_.requested_bytes.Decrease(pool, int64_t(requested));
+  trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream());
+  if (!entry.has_uses || block->uses->empty()) {
+    if (entry.has_uses) block->uses.reset();
+    ReturnBlockToArena(block, arena, addr, size, requested);
     // The last block of a retired stream's arena: release the arena (an error
     // leaves it for a later try; the Free itself succeeded).
     if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
@@ -578,16 +664,17 @@ absl::Status DeviceAllocator::ProcessPending(bool wait) {
 
 absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
   MutexLock lock(&mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == live_.end()) {
+  LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == nullptr) {
     return absl::InvalidArgumentError(
         "record_stream: " +
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
-  Block* block = it->second;
-  if (stream == block->arena->stream()) return absl::OkStatus();
+  Block* block = it->block;
+  if (stream == it->arena->stream()) return absl::OkStatus();
   if (block->uses == nullptr) {
     block->uses = std::make_unique<std::vector<StreamHandle>>();
+    it->has_uses = 1;
   }
   if (std::find(block->uses->begin(), block->uses->end(), stream) ==
       block->uses->end()) {
@@ -608,16 +695,24 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
     if (absl::Status s = fences_.Retire(slot); !s.ok()) return s;
     streams_[slot].retired = true;
     retired_slots_.push_back(slot);
+    for (const auto& list : streams_[slot].arenas) {
+      for (Arena* arena : list) {
+        // Never reused: its cached blocks go back (so that the arena can
+        // empty and be released) and no more are cached.
+        DrainQuickCache(arena);
+        arena->quick().set_enabled(false);
+      }
+    }
   }
   slot_of_.erase(stream);
   for (auto& pool : pools_) pool->slots.erase(stream);
   if (last_stream_ == stream) last_slot_ = UINT32_MAX;
   // Its work is done: uses recorded for it need no event any more.
-  for (auto& [addr, block] : live_) {
-    if (block->uses == nullptr) continue;
-    auto& uses = *block->uses;
+  live_.ForEach([&](LiveEntry& entry) {
+    if (!entry.has_uses) return;
+    auto& uses = *entry.block->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
-  }
+  });
   // Its empty arenas go now; the others when their last block is freed. A
   // failure to unmap leaves them for a later try: the stream is retired.
   ReleaseRetiredArenas().IgnoreError();
@@ -629,6 +724,7 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (capturing_ > 0)
     return absl::OkStatus();  // PyTorch's rule: not in capture
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
+  DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
   std::vector<PageId> pages;
@@ -709,7 +805,7 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
     if (!arena->Contains(addr)) continue;
     const Block* b = arena->BlockContaining(addr);
     if (b == nullptr) break;
-    if (b->is_free()) {
+    if (b->is_free() || b->state == BlockState::kCached) {
       return absl::StrFormat(
           "pointer 0x%x on device %d is not a live allocation: it lies in "
           "fragfree's free memory (a double free, or a pointer that was "
@@ -734,7 +830,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
   int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
   for (const auto& arena : arenas_) {
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      if (!b->is_free()) continue;
+      if (!b->is_free() && b->state != BlockState::kCached) continue;
       int64_t mapped = int64_t(arena->MappedBytes(b));
       if (mapped == 0) continue;
       ++free_blocks;
@@ -811,8 +907,8 @@ std::vector<SizeCount> DeviceAllocator::RequestSizes(
 
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {
   MutexLock lock(&mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
-  return it == live_.end() ? 0 : it->second->requested;
+  const LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
+  return it == nullptr ? 0 : size_t(it->requested);
 }
 
 std::vector<ArenaView> DeviceAllocator::Arenas() const {
@@ -830,8 +926,10 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
     v.pool_id[1] = pool ? pool->id.second : 0;
     v.mapped_pages = arena->mapped_pages();
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      v.blocks.push_back(
-          {b->addr, b->size, b->requested, b->state, b->alloc_seq});
+      // A cached block is free memory to everyone outside the engine.
+      const BlockState state =
+          b->state == BlockState::kCached ? BlockState::kFree : b->state;
+      v.blocks.push_back({b->addr, b->size, b->requested, state, b->alloc_seq});
     }
     for (size_t p = 0; p < arena->mapped_end(); ++p) {
       v.page_mapped.push_back(arena->IsPageMapped(p));
@@ -847,9 +945,10 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     return absl::InternalError("invariant violated: " + what);
   };
   int64_t allocated = 0, active = 0, mapped_pages = 0, live_blocks = 0;
+  size_t queued_blocks = 0;
   for (const auto& arena : arenas_) {
     uintptr_t expect = arena->base();
-    size_t free_blocks = 0;
+    size_t free_blocks = 0, cached_blocks = 0, cached_bytes = 0;
     const Block* prev = nullptr;
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       if (b->addr != expect) {
@@ -865,6 +964,17 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         if (prev != nullptr && prev->is_free()) {
           return fail("two adjacent free blocks (missed coalescing)");
         }
+      } else if (b->state == BlockState::kCached) {
+        ++cached_blocks;
+        cached_bytes += b->size;
+        if (!arena->IsFullyMapped(b)) {
+          return fail(absl::StrFormat("cached block 0x%x is not fully mapped",
+                                      b->addr));
+        }
+        if (arena->HasPagesWithoutAccess(b)) {
+          return fail(absl::StrFormat(
+              "cached block 0x%x lies on a page without access", b->addr));
+        }
       } else {
         if (!arena->IsFullyMapped(b)) {
           return fail(
@@ -878,9 +988,15 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         if (b->state == BlockState::kAllocated) {
           allocated += int64_t(b->size);
           ++live_blocks;
-          auto it = live_.find(b->addr);
-          if (it == live_.end() || it->second != b) {
+          const LiveEntry* it = live_.Find(b->addr);
+          if (it == nullptr || it->block != b) {
             return fail("allocated block missing from the live table");
+          }
+          if (it->arena != arena.get() || it->requested != b->requested ||
+              bool(it->has_uses) != (b->uses != nullptr) ||
+              b->size != rounding_.Round(b->requested)) {
+            return fail(absl::StrFormat(
+                "live table entry of 0x%x differs from its block", b->addr));
           }
         }
       }
@@ -892,6 +1008,18 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     }
     if (free_blocks != arena->free_index().count()) {
       return fail("free index count differs from the free blocks");
+    }
+    if (cached_blocks != arena->quick().count() ||
+        cached_bytes != arena->quick().bytes()) {
+      return fail("quick cache differs from the cached blocks");
+    }
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      const bool reclaimable = b->is_free() && arena->ReclaimablePages(b) > 0;
+      if (b->queued != reclaimable) {
+        return fail(absl::StrFormat("block 0x%x is %sin the reclaim queue",
+                                    b->addr, b->queued ? "" : "not "));
+      }
+      queued_blocks += reclaimable;
     }
     mapped_pages += int64_t(arena->mapped_pages());
   }
@@ -928,6 +1056,18 @@ absl::Status DeviceAllocator::CheckInvariants() const {
       size_t(std::count_if(streams_.begin(), streams_.end(),
                            [](const StreamState& st) { return st.retired; }))) {
     return fail("retired slots are lost or listed twice");
+  }
+  size_t remainders = 0;
+  for (const auto& arena : arenas_) remainders += arena->remainders().size();
+  if (queued_blocks != reclaim_queue_.size() + remainders) {
+    return fail("the reclaim queue holds blocks that are not candidates");
+  }
+  for (const Block* b = reclaim_queue_.front(); b != nullptr;
+       b = ReclaimQueue::next(b)) {
+    const Block* n = ReclaimQueue::next(b);
+    if (b->free_seq == 0 || (n != nullptr && n->free_seq < b->free_seq)) {
+      return fail("the reclaim queue is not oldest first");
+    }
   }
   if (live_blocks != int64_t(live_.size())) {
     return fail("live table has entries that are not allocated blocks");

@@ -4,19 +4,19 @@
 //
 // Policy (docs/design.md has the Notes):
 //  - Each (stream, small|large) pair allocates in its own Arena (VA range);
-//  blocks
-//    are best fit with coalescing, and a block freed on a stream is reusable at
-//    once by that stream (stream order protects it).
+//    blocks are best fit with coalescing, and a block freed on a stream is
+//    reusable at once by that stream (stream order protects it). Small freed
+//    blocks wait whole in the arena's QuickCache for the next request of their
+//    size (drained before growing, failing or empty_cache).
 //  - Physical pages are one pool per device shared by all arenas. A request
-//  whose
-//    block lies over unmapped pages takes idle pages, then whole free pages
-//    from cached holes whose last use is known complete (reclaim, no waiting),
-//    then new pages while the memory limit allows, and finally, under pressure,
-//    waits for in-flight work and reclaims every whole free page. So an
-//    allocation fails only when live blocks plus partial edge pages fill the
-//    limit: never because free memory is scattered.
+//    whose block lies over unmapped pages takes idle pages, then whole free
+//    pages from cached holes whose last use is known complete (reclaim, no
+//    waiting), then new pages while the memory limit allows, and finally,
+//    under pressure, waits for in-flight work and reclaims every whole free
+//    page. So an allocation fails only when live blocks plus partial edge
+//    pages fill the limit: never because free memory is scattered.
 //  - record_stream'd blocks are freed only after events on those streams
-//  complete.
+//    complete.
 //
 // Thread-safety: every public method takes mu_; the object may be used from any
 // thread. Nothing calls out of the allocator (handlers, observers) under mu_.
@@ -41,6 +41,7 @@
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
+#include "allocator/policy/live_table.h"
 #include "allocator/policy/size_classes.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_fences.h"
@@ -151,12 +152,15 @@ class DeviceAllocator {
     Block* block;
     std::vector<EventId> events;
   };
-
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
                   std::unique_ptr<EventSource> events);
 
-  uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
+    return SlotForSlow(stream);
+  }
+  uint32_t SlotForSlow(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NewSlot(StreamHandle stream, const Pool* pool)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot of a capturing pool whose filter takes `stream`, else SlotFor.
@@ -166,6 +170,17 @@ class DeviceAllocator {
   absl::StatusOr<Block*> Place(uint32_t slot, ArenaKind kind, size_t size,
                                size_t requested)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the pages under *inout (placed, needing pages) or, when it is null,
+  // places the request (Place) and maps; sets *inout. On running out of
+  // memory, drains the quick caches and tries once more before reporting the
+  // OOM. On failure *inout is not allocated.
+  absl::Status PlaceAndMap(uint32_t slot, ArenaKind kind, size_t rounded,
+                           size_t size, StreamHandle stream, Block** inout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the blocks of one arena's / every arena's QuickCache as ordinary
+  // frees; whether there were any.
+  bool DrainQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DrainQuickCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
   // waiting) and maps them, setting access on them and on pages under the
   // block that are mapped without access (count may be 0 for those alone).
@@ -180,7 +195,12 @@ class DeviceAllocator {
   // `want`; with `wait`, waits for in-flight work first.
   absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block's last use is done: into its arena's quick cache or released.
+  // The second form takes what the caller knows, to leave the block unread.
   void ReturnBlockToArena(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnBlockToArena(Block* block, Arena* arena, uintptr_t addr,
+                          size_t size, size_t requested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases the arenas of retired slots that hold no allocated or pending
   // block (and whose graph pool, if any, is released); a slot left without
   // arenas becomes free for NewSlot. Does nothing during graph capture. The
@@ -209,6 +229,7 @@ class DeviceAllocator {
   const size_t page_size_;
   StreamFences fences_ ABSL_GUARDED_BY(mu_);
   BlockPool blocks_ ABSL_GUARDED_BY(mu_);
+  ReclaimQueue reclaim_queue_ ABSL_GUARDED_BY(mu_);
   PagePool pages_ ABSL_GUARDED_BY(mu_);
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -225,7 +246,7 @@ class DeviceAllocator {
   StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
   std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uintptr_t, Block*> live_ ABSL_GUARDED_BY(mu_);
+  LiveTable live_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
   OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
@@ -237,6 +258,7 @@ class DeviceAllocator {
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
   SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<uintptr_t, size_t>> runs_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageId> map_pages_ ABSL_GUARDED_BY(mu_);  // MapUnder's scratch
 };
 
 }  // namespace fragfree

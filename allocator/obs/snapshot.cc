@@ -14,6 +14,7 @@ const char* StateName(BlockState s) {
     case BlockState::kPendingFree:
       return "active_pending_free";
     case BlockState::kFree:
+    case BlockState::kCached:
       return "inactive";
   }
   return "inactive";

@@ -1,55 +1,80 @@
 // Block: one contiguous range of an arena's VA, either handed out (allocated),
-// waiting for other streams to finish with it (pending), or free. Blocks of an
-// arena tile its whole VA in address order (prev/next); free blocks are also
-// linked into one FreeIndex bin (bin_prev/bin_next). Adjacent free blocks are
-// always coalesced, so two free blocks are never neighbours.
+// waiting for other streams to finish with it (pending), free, or freed but
+// kept whole in a QuickCache (cached). Blocks of an arena tile its whole VA in
+// address order (prev/next); free blocks are also linked into one FreeIndex
+// bin (bin_prev/bin_next), and free blocks holding a whole mapped page into
+// the reclaim index (queue_prev/queue_next: va/reclaim_queue.h). Adjacent free
+// blocks are always coalesced, so two free blocks are never neighbours.
+// Layout: 128 bytes, cache-line aligned; the first line holds what coalescing
+// and bin searches read of other blocks, the second the block's own
+// bookkeeping.
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 #define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
+#include "allocator/base/huge_pages.h"
 #include "allocator/base/stream_handle.h"
 
 namespace fragfree {
 
 class Arena;
 
-enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree };
+// kCached: freed, but kept whole in its arena's QuickCache for the next
+// request of its size (policy/quick_cache.h); free to the program and stats.
+enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree, kCached };
 
-struct Block {
+struct alignas(64) Block {
+  // First cache line: read when the block is a neighbour or sits in a bin.
   uintptr_t addr = 0;
   size_t size = 0;
-  size_t requested = 0;  // the caller's size while allocated, else 0
   Block* prev = nullptr;
   Block* next = nullptr;
   Block* bin_prev = nullptr;
   Block* bin_next = nullptr;
-  Arena* arena = nullptr;
   // The owning stream's fence epoch when the block became free: its pages may
   // be unmapped once that epoch's fence has completed (stream/stream_fences.h).
   uint64_t free_epoch = 0;
+  uint16_t bin = 0;  // FreeIndex bin while free
+  BlockState state = BlockState::kFree;
+  bool queued = false;  // in the reclaim index (va/reclaim_queue.h)
+
+  // Second cache line: the block's own bookkeeping.
+  Arena* arena = nullptr;
+  size_t requested = 0;  // the caller's size while allocated, else 0
   // Extra streams that used the block (record_stream) while allocated; empty
   // for nearly every block, so kept out of line.
   std::unique_ptr<std::vector<StreamHandle>> uses;
-  uint64_t alloc_seq = 0;  // allocation order, for reports
-  uint64_t free_seq = 0;   // when it last became free (same counter)
-  uint32_t bin = 0;
-  BlockState state = BlockState::kFree;
+  uint64_t alloc_seq = 0;       // allocation order, for reports
+  uint64_t free_seq = 0;        // when it last became free (same counter)
+  Block* queue_prev = nullptr;  // reclaim index links
+  Block* queue_next = nullptr;
 
   bool is_free() const { return state == BlockState::kFree; }
   uintptr_t end() const { return addr + size; }
 };
+static_assert(sizeof(Block) == 128, "Block is two cache lines");
 
 // BlockPool: recycles Block objects so the hot path never calls the heap.
+// Blocks come in chunks that double up to 2 MiB (huge-page backed where the
+// kernel allows: base/huge_pages.h).
 class BlockPool {
  public:
   BlockPool() = default;
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() {
+    for (const Chunk& c : chunks_) {
+      for (size_t i = 0; i < c.count; ++i) c.blocks[i].~Block();
+      FreeHostTable(c.blocks, c.count * sizeof(Block));
+    }
+  }
 
   Block* New() {
     if (free_ == nullptr) Grow();
@@ -66,16 +91,26 @@ class BlockPool {
   }
 
  private:
-  static constexpr size_t kChunk = 1024;
+  static constexpr size_t kFirstChunk = 1024;
+  static constexpr size_t kMaxChunk = kHugePageSize / sizeof(Block);
+  struct Chunk {
+    Block* blocks;
+    size_t count;
+  };
   void Grow() {
-    chunks_.push_back(std::make_unique<Block[]>(kChunk));
-    Block* chunk = chunks_.back().get();
-    for (size_t i = 0; i < kChunk; ++i) {
-      chunk[i].next = free_;
-      free_ = &chunk[i];
+    const size_t count = chunks_.empty()
+                             ? kFirstChunk
+                             : std::min(chunks_.back().count * 2, kMaxChunk);
+    Block* blocks =
+        static_cast<Block*>(AllocateHostTable(count * sizeof(Block)));
+    for (size_t i = 0; i < count; ++i) new (&blocks[i]) Block();
+    chunks_.push_back({blocks, count});
+    for (size_t i = count; i-- > 0;) {  // lowest address first out
+      blocks[i].next = free_;
+      free_ = &blocks[i];
     }
   }
-  std::vector<std::unique_ptr<Block[]>> chunks_;
+  std::vector<Chunk> chunks_;
   Block* free_ = nullptr;
 };
 

@@ -21,7 +21,7 @@ void FreeIndex::Insert(Block* block) {
   FF_DCHECK(block->is_free() && block->size % 512 == 0 && block->size > 0,
             "FreeIndex::Insert of a bad block");
   uint32_t bin = BinOf(block->size);
-  block->bin = bin;
+  block->bin = uint16_t(bin);
   block->bin_prev = nullptr;
   block->bin_next = heads_[bin];
   if (heads_[bin] != nullptr) heads_[bin]->bin_prev = block;

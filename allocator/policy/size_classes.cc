@@ -20,7 +20,15 @@ size_t SizeRounding::RoundUpPower2Division(size_t size, size_t divisions) {
   return AlignUp(size, step);
 }
 
-size_t SizeRounding::Round(size_t size) const {
+bool SizeRounding::IsPlain(const RoundingConfig& config) {
+  if (!config.buckets.empty()) return false;
+  for (size_t d : config.divisions) {
+    if (d > 1) return false;
+  }
+  return true;
+}
+
+size_t SizeRounding::RoundConfigured(size_t size) const {
   if (!config_.buckets.empty() && size <= config_.buckets.back()) {
     return *std::lower_bound(config_.buckets.begin(), config_.buckets.end(),
                              size);

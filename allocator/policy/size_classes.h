@@ -30,10 +30,18 @@ struct RoundingConfig {
 class SizeRounding {
  public:
   SizeRounding() = default;
-  explicit SizeRounding(RoundingConfig config) : config_(std::move(config)) {}
+  explicit SizeRounding(RoundingConfig config)
+      : config_(std::move(config)), plain_(IsPlain(config_)) {}
 
   // The size of the block that serves a request of `size` bytes (> 0).
-  size_t Round(size_t size) const;
+  size_t Round(size_t size) const {
+    if (plain_) {  // the default: 512-byte multiples only
+      return size < kMinBlockSize
+                 ? kMinBlockSize
+                 : (size + kMinBlockSize - 1) & ~(kMinBlockSize - 1);
+    }
+    return RoundConfigured(size);
+  }
   const RoundingConfig& config() const { return config_; }
 
   // PyTorch's roundup_power2_next_division: 1200 with 4 divisions -> 1280.
@@ -42,7 +50,11 @@ class SizeRounding {
   static size_t DivisionIndex(size_t size);
 
  private:
+  static bool IsPlain(const RoundingConfig& config);
+  size_t RoundConfigured(size_t size) const;
+
   RoundingConfig config_;
+  bool plain_ = true;  // no buckets and no power-of-two divisions
 };
 
 }  // namespace fragfree

@@ -9,51 +9,96 @@
 namespace fragfree {
 
 absl::StatusOr<std::unique_ptr<Arena>> Arena::Create(
-    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks, size_t va_size,
-    ArenaKind kind, uint32_t stream_slot, StreamHandle stream) {
+    PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
+    ReclaimQueue* queue, size_t va_size, ArenaKind kind, uint32_t stream_slot,
+    StreamHandle stream) {
   va_size = AlignUp(va_size, backend->Granularity());
   absl::StatusOr<uintptr_t> base = backend->ReserveVa(va_size);
   if (!base.ok()) return base.status();
-  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, *base, va_size,
-                                          kind, stream_slot, stream));
+  return std::unique_ptr<Arena>(new Arena(backend, pool, blocks, queue, *base,
+                                          va_size, kind, stream_slot, stream));
 }
 
 Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-             uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
-             StreamHandle stream)
+             ReclaimQueue* queue, uintptr_t base, size_t size, ArenaKind kind,
+             uint32_t stream_slot, StreamHandle stream)
     : backend_(backend),
       pool_(pool),
       blocks_(blocks),
+      queue_(queue),
       base_(base),
       size_(size),
       page_size_(backend->Granularity()),
+      page_shift_(IsPowerOfTwo(page_size_) ? Log2Floor(page_size_) : -1),
       kind_(kind),
       stream_slot_(stream_slot),
       stream_(stream),
-      page_of_(size / backend->Granularity(), kNoPage) {
+      page_of_(size / backend->Granularity(), kNoPage),
+      mapped_bits_((page_of_.size() + 63) / 64, 0) {
   first_ = blocks_->New();
   first_->addr = base_;
   first_->size = size_;
   first_->arena = this;
-  free_index_.Insert(first_);
+  AddFree(first_);
 }
 
 Arena::~Arena() {
   FF_CHECK(mapped_pages_ == 0, "an arena was destroyed with pages mapped");
   for (Block* b = first_; b != nullptr;) {
     Block* next = b->next;
+    Dequeue(b);
     blocks_->Delete(b);
     b = next;
   }
   backend_->ReleaseVa(base_, size_).IgnoreError();
 }
 
-size_t Arena::UnmappedPagesIn(uintptr_t addr, size_t size) const {
-  size_t missing = 0;
-  for (size_t p = FirstPage(addr), e = EndPage(addr + size); p < e; ++p) {
-    missing += page_of_[p] == kNoPage;
+namespace {
+// Calls fn(word, mask) for the words of `bits` covering bit range [first,
+// end), with the mask of the range's bits in that word, until fn returns
+// false. REQUIRES: first < end.
+template <typename Fn>
+void ForEachWord(const std::vector<uint64_t>& bits, size_t first, size_t end,
+                 Fn&& fn) {
+  const size_t last = end - 1;
+  for (size_t w = first / 64; w <= last / 64; ++w) {
+    uint64_t mask = ~uint64_t{0};
+    if (w == first / 64) mask &= ~uint64_t{0} << (first % 64);
+    if (w == last / 64) mask &= ~uint64_t{0} >> (63 - last % 64);
+    if (!fn(bits[w], mask)) return;
   }
-  return missing;
+}
+}  // namespace
+
+size_t Arena::MappedIn(size_t first, size_t end) const {
+  size_t n = 0;
+  if (first >= end) return 0;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    n += size_t(__builtin_popcountll(word & mask));
+    return true;
+  });
+  return n;
+}
+
+bool Arena::AllMappedSlow(size_t first, size_t end) const {
+  bool all = true;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    return all = (word & mask) == mask;
+  });
+  return all;
+}
+
+bool Arena::AnyMappedSlow(size_t first, size_t end) const {
+  bool any = false;
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    return !(any = (word & mask) != 0);
+  });
+  return any;
+}
+
+size_t Arena::UnmappedPagesIn(uintptr_t addr, size_t size) const {
+  const size_t first = FirstPage(addr), end = EndPage(addr + size);
+  return end - first - MappedIn(first, end);
 }
 
 Block* Arena::Allocate(size_t size, size_t requested) {
@@ -85,7 +130,7 @@ Block* Arena::Allocate(size_t size, size_t requested) {
     }
     block = fewest;
   }
-  free_index_.Remove(block);
+  RemoveFree(block);
   if (block->size - size >= kMinBlockSize) {
     Block* rest = blocks_->New();
     rest->arena = this;
@@ -108,20 +153,11 @@ Block* Arena::Allocate(size_t size, size_t requested) {
       block->next = rest;
     }
     block->size = size;
-    free_index_.Insert(rest);
+    AddFree(rest);  // free_seq 0: a remainder, which reclaim takes first
   }
   block->state = BlockState::kAllocated;
   block->requested = requested;
   return block;
-}
-
-size_t Arena::UnmappedPages(const Block* block) const {
-  size_t missing = 0;
-  for (size_t p = FirstPage(block->addr), e = EndPage(block->end()); p < e;
-       ++p) {
-    missing += page_of_[p] == kNoPage;
-  }
-  return missing;
 }
 
 namespace {
@@ -162,6 +198,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
                            pool_->handle(pages[next]));
     if (!status.ok()) break;
     page_of_[p] = pages[next++];
+    SetMappedBit(p, true);
     mapped_now.push_back(p);
     set_up.push_back(p);
   }
@@ -186,6 +223,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
     for (size_t p : mapped_now) {
       if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
         page_of_[p] = kNoPage;
+        SetMappedBit(p, false);
       } else {
         kept.push_back(page_of_[p]);
         without_access_.insert(p);
@@ -208,14 +246,31 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
   return absl::OkStatus();
 }
 
-Block* Arena::Release(Block* block, uint64_t free_epoch) {
+void Arena::Enqueue(Block* block) {
+  if (block->free_seq == 0) {
+    remainders_.Insert(block);
+  } else {
+    queue_->Add(block);
+  }
+}
+
+void Arena::Dequeue(Block* block) {
+  if (!block->queued) return;
+  if (block->free_seq == 0) {
+    remainders_.Remove(block);
+  } else {
+    queue_->Remove(block);
+  }
+}
+
+Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
   FF_CHECK(!block->is_free(), "Arena::Release of a free block");
   block->state = BlockState::kFree;
   block->requested = 0;
   block->uses.reset();
   block->free_epoch = free_epoch;
   if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
-    free_index_.Remove(prev);
+    RemoveFree(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next != nullptr) block->next->prev = prev;
@@ -224,14 +279,15 @@ Block* Arena::Release(Block* block, uint64_t free_epoch) {
     block = prev;
   }
   if (Block* next = block->next; next != nullptr && next->is_free()) {
-    free_index_.Remove(next);
+    RemoveFree(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->prev = block;
     block->free_epoch = std::max(block->free_epoch, next->free_epoch);
     blocks_->Delete(next);
   }
-  free_index_.Insert(block);
+  if (free_seq != kKeepFreeSeq) block->free_seq = free_seq;
+  AddFree(block);
   return block;
 }
 
@@ -250,9 +306,7 @@ size_t Arena::MappedBytes(const Block* block) const {
 size_t Arena::ReclaimablePages(const Block* block) const {
   size_t first = EndPage(block->addr);  // first page starting inside
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
-  size_t n = 0;
-  for (size_t p = first; p < end; ++p) n += page_of_[p] != kNoPage;
-  return n;
+  return MappedIn(first, end);
 }
 
 absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
@@ -262,6 +316,7 @@ absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
   }
   out->push_back(page_of_[index]);
   page_of_[index] = kNoPage;
+  SetMappedBit(index, false);
   without_access_.erase(index);
   --mapped_pages_;
   return absl::OkStatus();
@@ -274,12 +329,14 @@ absl::Status Arena::UnmapFreePages(
   size_t first = EndPage(block->addr);
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
   size_t done = 0;
-  for (size_t p = first; p < end && done < max_pages; ++p) {
+  size_t p = first;
+  for (; p < end && done < max_pages; ++p) {
     if (page_of_[p] == kNoPage) continue;
     if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
     AddToRuns(runs, base_ + p * page_size_, page_size_);
     ++done;
   }
+  if (!AnyMapped(p, end)) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
 }

@@ -9,11 +9,14 @@
 // overlap; no two free blocks are adjacent; every page under an allocated or
 // pending block is mapped and accessible. A page whose access is not known to
 // be set (kept after a failed undo, see MapPages) is recorded, and MapPages
-// sets its access before any block over it is handed out. Thread-safety:
-// guarded by the owning DeviceAllocator's lock.
+// sets its access before any block over it is handed out. Free blocks holding
+// a whole mapped page are also in the device's ReclaimQueue or the arena's
+// RemainderBins (va/reclaim_queue.h). Thread-safety: guarded by the owning
+// DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -23,7 +26,9 @@
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
 #include "allocator/policy/free_index.h"
+#include "allocator/policy/quick_cache.h"
 #include "allocator/va/page_pool.h"
+#include "allocator/va/reclaim_queue.h"
 
 namespace fragfree {
 
@@ -34,7 +39,7 @@ class Arena {
   // Reserves `va_size` bytes (a multiple of the granularity) of address space.
   static absl::StatusOr<std::unique_ptr<Arena>> Create(
       PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-      size_t va_size, ArenaKind kind, uint32_t stream_slot,
+      ReclaimQueue* queue, size_t va_size, ArenaKind kind, uint32_t stream_slot,
       StreamHandle stream);
   // REQUIRES: no page is mapped (the owner unmapped them first).
   ~Arena();
@@ -46,7 +51,10 @@ class Arena {
   // over unmapped pages: see UnmappedPages / MapPages.
   Block* Allocate(size_t size, size_t requested);
   // Number of pages under `block` that are not mapped.
-  size_t UnmappedPages(const Block* block) const;
+  size_t UnmappedPages(const Block* block) const {
+    const size_t first = FirstPage(block->addr), end = EndPage(block->end());
+    return AllMapped(first, end) ? 0 : end - first - MappedIn(first, end);
+  }
   // Whether some page under `block` is mapped but its access is not known to
   // be set (a page kept by a failed undo in MapPages). Such a block needs
   // MapPages (with no new page) before it is usable.
@@ -64,8 +72,11 @@ class Arena {
       std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
-  // epoch now (stream/stream_fences.h).
-  Block* Release(Block* block, uint64_t free_epoch);
+  // epoch now (stream/stream_fences.h); `free_seq`, unless kKeepFreeSeq,
+  // becomes the resulting block's free_seq.
+  static constexpr uint64_t kKeepFreeSeq = UINT64_MAX;
+  Block* Release(Block* block, uint64_t free_epoch,
+                 uint64_t free_seq = kKeepFreeSeq);
   // Whole mapped pages lying inside free block `block`.
   size_t ReclaimablePages(const Block* block) const;
   // Unmaps up to `max_pages` whole pages inside free block `block`, appending
@@ -88,6 +99,11 @@ class Arena {
     return addr >= base_ && addr < base_ + size_;
   }
   const FreeIndex& free_index() const { return free_index_; }
+  // Recently freed small blocks kept whole (the engine decides what goes in).
+  QuickCache& quick() { return quick_; }
+  const QuickCache& quick() const { return quick_; }
+  // Split remainders holding a whole mapped page (va/reclaim_queue.h).
+  const RemainderBins& remainders() const { return remainders_; }
   const Block* first_block() const { return first_; }
   uintptr_t base() const { return base_; }
   size_t size() const { return size_; }
@@ -101,12 +117,65 @@ class Arena {
 
  private:
   Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
-        uintptr_t base, size_t size, ArenaKind kind, uint32_t stream_slot,
-        StreamHandle stream);
+        ReclaimQueue* queue, uintptr_t base, size_t size, ArenaKind kind,
+        uint32_t stream_slot, StreamHandle stream);
+  // A free block enters / leaves the free index, and the reclaim queue or the
+  // remainder bins when it holds a whole mapped page.
+  void AddFree(Block* block) {
+    free_index_.Insert(block);
+    if (HasReclaimablePage(block)) Enqueue(block);
+  }
+  void RemoveFree(Block* block) {
+    free_index_.Remove(block);
+    if (block->queued) Dequeue(block);
+  }
+  void Enqueue(Block* block);
+  void Dequeue(Block* block);
+  // Whether free block `block` holds a whole mapped page (ReclaimablePages >
+  // 0).
+  bool HasReclaimablePage(const Block* block) const {
+    if (block->size < page_size_) return false;  // no whole page inside
+    return AnyMapped(EndPage(block->addr),
+                     std::min(FirstPage(block->end()), mapped_end_));
+  }
   // Page index range [first, last) under [addr, end).
-  size_t FirstPage(uintptr_t addr) const { return (addr - base_) / page_size_; }
+  size_t FirstPage(uintptr_t addr) const { return PagesIn(addr - base_); }
   size_t EndPage(uintptr_t end) const {
-    return (end - base_ + page_size_ - 1) / page_size_;
+    return PagesIn(end - base_ + page_size_ - 1);
+  }
+  size_t PagesIn(size_t bytes) const {
+    return page_shift_ >= 0 ? bytes >> page_shift_ : bytes / page_size_;
+  }
+  // Mapped pages among [first, end), from the bitmap; and whether all / any of
+  // them are mapped (a mask test per word, no popcount).
+  size_t MappedIn(size_t first, size_t end) const;
+  bool AllMapped(size_t first, size_t end) const {
+    if (first >= end) return true;
+    if (first / 64 != (end - 1) / 64) return AllMappedSlow(first, end);
+    const uint64_t mask = WordMask(first, end);
+    return (mapped_bits_[first / 64] & mask) == mask;
+  }
+  bool AnyMapped(size_t first, size_t end) const {
+    if (first >= end) return false;
+    if (first / 64 != (end - 1) / 64) return AnyMappedSlow(first, end);
+    return (mapped_bits_[first / 64] & WordMask(first, end)) != 0;
+  }
+  // Bits [first, end) of their (single) word.
+  static uint64_t WordMask(size_t first, size_t end) {
+    return (~uint64_t{0} << (first % 64)) &
+           (~uint64_t{0} >> (63 - (end - 1) % 64));
+  }
+  bool AllMappedSlow(size_t first, size_t end) const;
+  bool AnyMappedSlow(size_t first, size_t end) const;
+  bool FullyMappedIn(uintptr_t addr, size_t size) const {
+    return AllMapped(FirstPage(addr), EndPage(addr + size));
+  }
+  void SetMappedBit(size_t index, bool mapped) {
+    if (mapped) {
+      mapped_bits_[index / 64] |= uint64_t{1} << (index % 64);
+    } else {
+      mapped_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+    }
   }
   absl::Status UnmapPage(size_t index, std::vector<PageId>* out);
   size_t UnmappedPagesIn(uintptr_t addr, size_t size) const;
@@ -116,15 +185,22 @@ class Arena {
   PhysicalBackend* const backend_;
   PagePool* const pool_;
   BlockPool* const blocks_;
+  ReclaimQueue* const queue_;
   const uintptr_t base_;
   const size_t size_;
   const size_t page_size_;
+  const int page_shift_;  // log2(page_size_), or -1 if not a power of two
   const ArenaKind kind_;
   const uint32_t stream_slot_;
   const StreamHandle stream_;
   Block* first_ = nullptr;
   FreeIndex free_index_;
+  RemainderBins remainders_;
+  QuickCache quick_;
   std::vector<PageId> page_of_;  // by page index
+  // Bit p: page p is mapped (page_of_[p] != kNoPage), so that page counts over
+  // a range (placement, reclaim) are a few popcounts.
+  std::vector<uint64_t> mapped_bits_;
   size_t mapped_pages_ = 0;
   size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
   // Mapped pages whose access is not known to be set: a Map or SetAccess

@@ -52,6 +52,75 @@ TEST(DeviceAllocator, SameStreamReusesAtOnce) {
   EXPECT_EQ(f.events->records(), 0) << "the hot path must not record events";
 }
 
+// A small freed block waits whole in its arena's quick cache for the next
+// request of its size on its stream; everyone else sees free memory.
+TEST(DeviceAllocatorQuickCache, KeepsASmallFreedBlockWholeForItsSize) {
+  Fixture f = Make(4);
+  void* a = *f.a->Malloc(4096, kS1);
+  void* b = *f.a->Malloc(4096, kS1);
+  ASSERT_TRUE(f.a->Free(a).ok());
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.active_bytes.pool[kPoolAll].current, 4096);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].current, 4096);
+  EXPECT_EQ(s.cached_free_bytes, int64_t(kPage - 4096));
+  bool seen = false;
+  for (const ArenaView& arena : f.a->Arenas()) {
+    for (const BlockView& v : arena.blocks) {
+      if (v.addr != reinterpret_cast<uintptr_t>(a)) continue;
+      seen = true;
+      EXPECT_EQ(v.state, BlockState::kFree);
+      EXPECT_EQ(v.size, 4096u) << "kept whole, not coalesced";
+    }
+  }
+  EXPECT_TRUE(seen);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  EXPECT_EQ(*f.a->Malloc(4000, kS1), a);  // same block size: 4096
+  EXPECT_EQ(f.a->AllocationSize(a), 4000u);
+  ASSERT_TRUE(f.a->Free(b).ok());
+  EXPECT_NE(*f.a->Malloc(4096, kS2), b) << "another stream's free block";
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+// Cached blocks never make a request fail: they are released (coalesced, their
+// pages reclaimable) before the engine gives up.
+TEST(DeviceAllocatorQuickCache, IsDrainedBeforeARequestFails) {
+  Fixture f = Make(4);
+  std::vector<void*> blocks;
+  size_t total = 0;
+  for (size_t k = 1; total + 512 * k <= 4 * kPage; ++k) {
+    blocks.push_back(*f.a->Malloc(512 * k, kS1));  // distinct sizes: all cached
+    total += 512 * k;
+  }
+  for (void* p : blocks) ASSERT_TRUE(f.a->Free(p).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  absl::StatusOr<void*> big = f.a->Malloc(3 * kPage, kS2);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  ASSERT_TRUE(f.a->Free(*big).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());
+  EXPECT_EQ(f.a->GetStats().reserved_bytes.pool[kPoolAll].current, 0);
+}
+
+// A retired stream's arena is released once its blocks are back, cached ones
+// included: retiring drains its quick cache and caches nothing more.
+TEST(DeviceAllocatorQuickCache, RetiredStreamsArenaIsReleasedWithCachedBlocks) {
+  Fixture f = Make(4);
+  void* a = *f.a->Malloc(4096, kS1);
+  void* b = *f.a->Malloc(8192, kS1);
+  ASSERT_TRUE(f.a->Free(a).ok());  // cached
+  ASSERT_TRUE(f.a->RetireStream(kS1).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  EXPECT_EQ(f.a->GetStats().num_arenas, 1);  // b is still live
+  ASSERT_TRUE(f.a->Free(b).ok());  // not cached: the arena empties and goes
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.num_arenas, 0);
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolAll].current, 0);
+  void* c = *f.a->Malloc(4096, kS2);  // the slot and the pages are reused
+  ASSERT_TRUE(f.a->Free(c).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
 TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
   Fixture f = Make(2);
   void* p = *f.a->Malloc(2 * kPage, kS1);

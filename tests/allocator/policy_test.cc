@@ -1,6 +1,12 @@
-// Unit tests of the policy layer: size rounding (PyTorch's rules, buckets) and
-// the free index (best fit, bins, removal).
+// Unit tests of the policy layer: size rounding (PyTorch's rules, buckets), the
+// free index (best fit, bins, removal), the live table (against a map, through
+// growth and deletions inside probe runs) and the quick cache.
+#include <map>
+#include <random>
+
 #include "allocator/policy/free_index.h"
+#include "allocator/policy/live_table.h"
+#include "allocator/policy/quick_cache.h"
 #include "allocator/policy/size_classes.h"
 #include "gtest/gtest.h"
 
@@ -88,6 +94,78 @@ TEST(FreeIndex, PrefersLowerAddressAmongEqualSizes) {
   index.Insert(&a);
   index.Insert(&b);
   EXPECT_EQ(index.FindFit(65536), &b);
+}
+
+TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
+  LiveTable table;
+  std::map<uintptr_t, uint64_t> model;
+  std::mt19937_64 rng(7);
+  // Addresses from a few clustered ranges, so probe runs are long and erasing
+  // inside them (backward shift) is exercised.
+  auto random_addr = [&] {
+    return (uintptr_t{1} << 44) * (1 + rng() % 3) + 512 * (rng() % 3000);
+  };
+  for (int step = 0; step < 200000; ++step) {
+    const uintptr_t addr = random_addr();
+    LiveEntry* e = table.Find(addr);
+    auto it = model.find(addr);
+    ASSERT_EQ(e != nullptr, it != model.end()) << step;
+    if (e == nullptr) {
+      LiveEntry entry;
+      entry.addr = addr;
+      entry.requested = uint64_t(step);
+      table.Insert(entry);
+      model[addr] = uint64_t(step);
+    } else {
+      ASSERT_EQ(e->requested, it->second);
+      table.Erase(e);
+      model.erase(it);
+    }
+    ASSERT_EQ(table.size(), model.size());
+  }
+  size_t seen = 0;
+  table.ForEach([&](LiveEntry& e) {
+    ++seen;
+    ASSERT_EQ(model.at(e.addr), e.requested);
+  });
+  EXPECT_EQ(seen, model.size());
+  for (const auto& [addr, requested] : model) {
+    ASSERT_NE(table.Find(addr), nullptr);
+  }
+  table.Clear();
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.Find(model.begin()->first), nullptr);
+}
+
+TEST(QuickCache, LastInFirstOutPerSizeWithinItsBounds) {
+  QuickCache cache;
+  Block blocks[QuickCache::kDepth + 2];
+  EXPECT_FALSE(cache.Push(&blocks[0], 0x1000, 4096, 1, 1)) << "off by default";
+  cache.set_enabled(true);
+  for (uint32_t i = 0; i <= QuickCache::kDepth; ++i) {
+    blocks[i].state = BlockState::kAllocated;
+    const bool taken = cache.Push(&blocks[i], 0x1000 * (i + 1), 4096, 5, i + 1);
+    EXPECT_EQ(taken, i < QuickCache::kDepth) << i;
+  }
+  EXPECT_EQ(blocks[0].state, BlockState::kCached);
+  EXPECT_EQ(blocks[0].free_epoch, 5u);
+  EXPECT_FALSE(cache.Push(&blocks[QuickCache::kDepth + 1], 0x9000,
+                          QuickCache::kMaxBlockSize + 512, 5, 9));
+  EXPECT_EQ(cache.count(), size_t(QuickCache::kDepth));
+  EXPECT_EQ(cache.bytes(), size_t(QuickCache::kDepth) * 4096);
+  uintptr_t addr = 0;
+  EXPECT_EQ(cache.Pop(4608, &addr), nullptr) << "exact sizes only";
+  EXPECT_EQ(cache.Pop(4096, &addr), &blocks[QuickCache::kDepth - 1]);
+  EXPECT_EQ(addr, 0x1000u * QuickCache::kDepth);
+  EXPECT_EQ(blocks[QuickCache::kDepth - 1].state, BlockState::kAllocated);
+  size_t drained = 0;
+  cache.Drain([&](Block* b) {
+    EXPECT_EQ(b->state, BlockState::kCached);
+    ++drained;
+  });
+  EXPECT_EQ(drained, size_t(QuickCache::kDepth) - 1);
+  EXPECT_EQ(cache.count(), 0u);
+  EXPECT_EQ(cache.bytes(), 0u);
 }
 
 }  // namespace

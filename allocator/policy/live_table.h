@@ -1,0 +1,123 @@
+// LiveTable: a device's live allocations by address, with what Free needs of
+// each (LiveEntry), so that a free reads one 32-byte entry and not the block.
+// Open addressing with linear probing (Fibonacci hashing of the address) at a
+// load of at most 1/2, and backward-shift deletion: no tombstones, so under
+// alloc/free churn at a steady live count the table never rehashes in place
+// (a tombstone table does, every few dozen frees near its load limit: a
+// latency spike of O(capacity)). The array doubles as the live count grows,
+// and is huge-page backed where the kernel allows (base/huge_pages.h).
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
+#define FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "allocator/base/check.h"
+#include "allocator/base/huge_pages.h"
+#include "allocator/policy/block.h"
+
+namespace fragfree {
+
+// A live allocation. The block's size is the rounding of `requested`.
+struct alignas(32) LiveEntry {
+  uintptr_t addr = 0;  // 0: an empty slot
+  Block* block = nullptr;
+  Arena* arena = nullptr;
+  uint64_t requested : 63 = 0;
+  uint64_t has_uses : 1 = 0;  // block->uses != nullptr (record_stream)
+};
+static_assert(sizeof(LiveEntry) == 32, "two entries per cache line");
+
+class LiveTable {
+ public:
+  LiveTable() { Allocate(kMinCapacity); }
+  ~LiveTable() { FreeHostTable(slots_, capacity() * sizeof(LiveEntry)); }
+  LiveTable(const LiveTable&) = delete;
+  LiveTable& operator=(const LiveTable&) = delete;
+
+  // The entry of `addr`, or nullptr. The pointer is valid until the next
+  // Insert or Erase.
+  LiveEntry* Find(uintptr_t addr) {
+    for (size_t i = Home(addr);; i = (i + 1) & mask_) {
+      if (slots_[i].addr == addr) return &slots_[i];
+      if (slots_[i].addr == 0) return nullptr;
+    }
+  }
+  const LiveEntry* Find(uintptr_t addr) const {
+    return const_cast<LiveTable*>(this)->Find(addr);
+  }
+  // REQUIRES: entry.addr != 0 and not in the table.
+  void Insert(const LiveEntry& entry) {
+    FF_DCHECK(entry.addr != 0 && Find(entry.addr) == nullptr,
+              "LiveTable::Insert of a bad or present address");
+    if (2 * (size_ + 1) > capacity()) Grow();
+    size_t i = Home(entry.addr);
+    while (slots_[i].addr != 0) i = (i + 1) & mask_;
+    slots_[i] = entry;
+    ++size_;
+  }
+  // REQUIRES: `entry` is from Find.
+  void Erase(LiveEntry* entry) {
+    // Backward shift: move later entries of the probe run into the hole when
+    // that keeps them reachable from their home slot.
+    size_t hole = size_t(entry - slots_);
+    for (size_t j = (hole + 1) & mask_; slots_[j].addr != 0;
+         j = (j + 1) & mask_) {
+      const size_t home = Home(slots_[j].addr);
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = LiveEntry();
+    --size_;
+  }
+  void Clear() {
+    for (size_t i = 0; i < capacity(); ++i) slots_[i] = LiveEntry();
+    size_ = 0;
+  }
+  size_t size() const { return size_; }
+  // Calls fn(LiveEntry&) for every entry; fn must not insert or erase.
+  template <typename Fn>
+  void ForEach(Fn&& fn) {
+    for (size_t i = 0; i < capacity(); ++i) {
+      if (slots_[i].addr != 0) fn(slots_[i]);
+    }
+  }
+
+ private:
+  static constexpr size_t kMinCapacity = 256;
+  size_t capacity() const { return mask_ + 1; }
+  size_t Home(uintptr_t addr) const {
+    return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void Allocate(size_t capacity) {
+    slots_ = static_cast<LiveEntry*>(
+        AllocateHostTable(capacity * sizeof(LiveEntry)));
+    for (size_t i = 0; i < capacity; ++i) new (&slots_[i]) LiveEntry();
+    mask_ = capacity - 1;
+    shift_ = 64 - __builtin_ctzll(capacity);
+  }
+  void Grow() {
+    LiveEntry* old = slots_;
+    const size_t old_capacity = capacity();
+    Allocate(2 * old_capacity);
+    for (size_t i = 0; i < old_capacity; ++i) {
+      if (old[i].addr == 0) continue;
+      size_t j = Home(old[i].addr);
+      while (slots_[j].addr != 0) j = (j + 1) & mask_;
+      slots_[j] = old[i];
+    }
+    FreeHostTable(old, old_capacity * sizeof(LiveEntry));
+  }
+
+  LiveEntry* slots_ = nullptr;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t size_ = 0;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
