@@ -437,7 +437,7 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   pages.clear();
   PageId page;
   while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
-  auto give_back = [&] {
+  auto give_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (PageId p : pages) pages_.ReturnIdle(p);
   };
   absl::Status status;
