@@ -17,7 +17,9 @@
 #   pinned    bench/gpu/pinned_offload.py (footprint and bandwidth)
 #   patterns  bench/gpu/patterns.py --pattern generate (a trace for replay)
 #   train     bench/gpu/train_matrix.py (losses, U_alloc, step time, leaks;
-#             $TRAIN_CONFIGS, $TRAIN_MODES, $TRAIN_STEPS select)
+#             $TRAIN_CONFIGS, $TRAIN_MODES, $TRAIN_STEPS, $TRAIN_ROUNDS select)
+#   overhead  bench/gpu/alloc_overhead.py: CPU cost of one tensor allocation
+#             through PyTorch under each mode ($OVERHEAD_MODES)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B="${1:-.carry/gpu}"
@@ -67,9 +69,13 @@ if has bench; then
       env FRAGFREE_BENCH_BACKEND=cuda "$bench" --benchmark_min_time=0.2
   done
 fi
+if has overhead; then
+  run alloc_overhead 300 python3 bench/gpu/alloc_overhead.py --lib "$LIB" \
+    ${OVERHEAD_MODES:+--modes "$OVERHEAD_MODES"}
+fi
 if has train; then
   run train_matrix 590 python3 bench/gpu/train_matrix.py --lib "$LIB" --out "$OUT/train" \
-    --steps "${TRAIN_STEPS:-100}" ${TRAIN_CONFIGS:+--configs "$TRAIN_CONFIGS"} ${TRAIN_MODES:+--modes "$TRAIN_MODES"}
+    --steps "${TRAIN_STEPS:-100}" --rounds "${TRAIN_ROUNDS:-1}" ${TRAIN_CONFIGS:+--configs "$TRAIN_CONFIGS"} ${TRAIN_MODES:+--modes "$TRAIN_MODES"}
 fi
 if has python; then
   if [ -n "${PY_CHECKS:-}" ]; then  # a subset, e.g. PY_CHECKS="p_snapshot_viz n_mempool"
@@ -120,6 +126,7 @@ has viz && grep -h "^RESULT" "$OUT/viz_train_preload.log" | cut -c1-400 && head 
 has pinned && grep -E "^(Pool|Pin|Cuda)" "$OUT/pinned_bench.log" | sed -E 's/ +/ /g' | cut -c1-120
 has pinned && tail -15 "$OUT/pinned_offload.log" && tail -12 "$OUT/pinned_bandwidth.log"
 has patterns && grep -h "RESULT" "$OUT/pattern_generate.log" | cut -c1-300
+has overhead && grep -v "^RAW" "$OUT/alloc_overhead.log" | tail -8
 has train && tail -20 "$OUT/train_matrix.log"
 grep -h "stress:" "$OUT"/stress_cuda_test.log 2>/dev/null | cut -c1-400
 printf '%s\n' "${ROWS[@]}" > "$OUT/summary.txt"

@@ -7,7 +7,9 @@ against the baseline before the model existed (a leak shows as a difference).
   python3 bench/gpu/train_check.py --mode MODE --model gpt2|llama [--ckpt]
         [--steps 100] [--batch 8] [--label X] [--snapshot FILE]
 
-MODE: native (PyTorch's default), expandable (expandable_segments:True),
+MODE: native (PyTorch's default), expandable (expandable_segments:True), async
+(PyTorch's cudaMallocAsync backend on CUDA's own pool: what LD_PRELOAD's path
+costs without fragfree),
 enable (fragfree.enable(), pluggable), enable-native (fragfree.enable("native")),
 preload (run under LD_PRELOAD=libfragfree.so; the stats come from fragfree).
 Prints one line "RESULT {json}". bench/gpu/train_matrix.py runs the modes side by
@@ -23,7 +25,8 @@ import time
 
 p = argparse.ArgumentParser()
 p.add_argument("--mode", required=True,
-               choices=["native", "expandable", "enable", "enable-native", "preload"])
+               choices=["native", "expandable", "async", "enable", "enable-native",
+                        "preload"])
 p.add_argument("--model", default="gpt2", choices=["gpt2", "llama"])
 p.add_argument("--steps", type=int, default=100)
 p.add_argument("--batch", type=int, default=8)
@@ -37,6 +40,8 @@ args = p.parse_args()
 
 if args.mode == "expandable":
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+if args.mode == "async":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
 
 ff = None
 if args.mode in ("enable", "enable-native", "preload"):
@@ -126,7 +131,7 @@ res = dict(label=args.label or args.mode, mode=args.mode, model=args.model, ckpt
            batch=args.batch, steps=len(times), peak_used_gib=round(peak_used / 2**30, 3))
 tail = sorted(times[-20:])
 res["step_ms_median"] = round(1000 * tail[len(tail) // 2], 2)
-if args.mode in ("native", "expandable"):
+if args.mode in ("native", "expandable", "async"):
     res["peak_allocated"] = torch.cuda.max_memory_allocated()
     res["peak_reserved"] = torch.cuda.max_memory_reserved()
 else:
