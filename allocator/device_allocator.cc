@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
+#include "allocator/obs/trace_context.h"
 
 namespace fragfree {
 namespace {
@@ -275,7 +276,10 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   }
   block->alloc_seq = ++alloc_seq_;
   live_.Insert(LiveEntry{addr, block, arena, size, 0});
-  trace_.Record(TraceAction::kAlloc, addr, size, stream);
+  if (trace_.enabled()) {
+    trace_.Record(TraceAction::kAlloc, addr, size, stream,
+                  CurrentTraceContext());
+  }
   const int pool = PoolOf(arena->kind());
   const int64_t bytes = int64_t(rounded);  // == block->size
   stats_.allocation.Increase(pool, 1);
@@ -433,8 +437,10 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   }
   NotePagesMapped(block->arena->kind(), int64_t(count));
   for (const auto& [addr, bytes] : runs_) {
-    trace_.Record(TraceAction::kSegmentMap, addr, bytes,
-                  block->arena->stream());
+    if (trace_.enabled()) {
+      trace_.Record(TraceAction::kSegmentMap, addr, bytes,
+                    block->arena->stream(), CurrentTraceContext());
+    }
   }
   return absl::OkStatus();
 }
@@ -556,7 +562,10 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   stats_.allocation.Decrease(pool, 1);
   stats_.allocated_bytes.Decrease(pool, int64_t(size));
   stats_.requested_bytes.Decrease(pool, int64_t(requested));
-  trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream());
+  if (trace_.enabled()) {
+    trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream(),
+                  CurrentTraceContext());
+  }
   if (!entry.has_uses || block->uses->empty()) {
     if (entry.has_uses) block->uses.reset();
     ReturnBlockToArena(block, arena, addr, size, requested);
@@ -727,7 +736,8 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
   o.idle_bytes = pages_.idle_pages() * page_size_;
   o.pages_needed = pages_needed;
   o.reason = std::move(reason);
-  trace_.Record(TraceAction::kOom, info.free_bytes, rounded, stream);
+  trace_.Record(TraceAction::kOom, info.free_bytes, rounded, stream,
+                CurrentTraceContext());
   return absl::ResourceExhaustedError(absl::StrFormat(
       "fragfree: out of memory on device %d: tried to allocate %s (%s after "
       "rounding). fragfree holds %s of pages for %s in live allocations "

@@ -10,6 +10,7 @@
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
+#include "allocator/obs/trace_context.h"
 #include "fragfree/fragfree.h"
 #include "shim/oom.h"
 #include "shim/runtime.h"
@@ -325,6 +326,10 @@ ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
     d.SetTraceEntries(enabled ? max_entries : 0);
     return absl::OkStatus();
   });
+}
+
+uint32_t ff_set_trace_context(uint32_t context) {
+  return fragfree::SetTraceContext(context);
 }
 
 ff_status_t ff_reset_peak_stats(int device) {

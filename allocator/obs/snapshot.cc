@@ -72,6 +72,9 @@ Value TraceList(const std::vector<TraceEntry>& trace) {
     entry.Set("stream", Value::Int(int64_t(e.stream)));
     entry.Set("time_us", Value::Int(int64_t(e.time_us)));
     entry.Set("frames", Value::List());
+    // The caller's tag (ff_set_trace_context): the PyTorch adapter puts the
+    // Python stack it names into "frames".
+    if (e.context != 0) entry.Set("context", Value::Int(int64_t(e.context)));
   }
   return list;
 }

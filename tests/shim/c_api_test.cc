@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -160,6 +162,43 @@ TEST_F(CApiTest, SnapshotAndHistory) {
   std::string other(ff_snapshot_json(5, nullptr, 0) + 1, '\0');
   ff_snapshot_json(5, other.data(), other.size());
   EXPECT_NE(other.find("\"segments\":[]"), std::string::npos) << other;
+}
+
+// ff_set_trace_context tags the calling thread's alloc and free_requested
+// entries (the PyTorch adapter's handle for a Python stack); other entries and
+// untagged calls carry no "context".
+TEST_F(CApiTest, TraceContextTagsTheCallersEntries) {
+  ASSERT_EQ(ff_record_history(0, 1, 1000), FF_OK);
+  EXPECT_EQ(ff_set_trace_context(41), 0u);
+  void* tagged = ff_malloc(5000, 0, nullptr);
+  ASSERT_NE(tagged, nullptr) << ff_last_error();
+  EXPECT_EQ(ff_set_trace_context(42), 41u);
+  ASSERT_EQ(ff_free(tagged, 0), FF_OK);
+  EXPECT_EQ(ff_set_trace_context(0), 42u);
+  void* plain = ff_malloc(7000, 0, nullptr);
+  ASSERT_EQ(ff_free(plain, 0), FF_OK);
+  std::string json(ff_snapshot_json(0, nullptr, 0) + 1, '\0');
+  json.resize(ff_snapshot_json(0, json.data(), json.size()));
+  ASSERT_EQ(ff_record_history(0, 0, 0), FF_OK);
+  auto entries = [&](const std::string& pattern) {
+    const std::regex re(pattern);
+    return std::distance(std::sregex_iterator(json.begin(), json.end(), re),
+                         std::sregex_iterator());
+  };
+  // Entries are {...} without nested objects, so [^}]* stays in one entry.
+  EXPECT_EQ(entries(R"("action":"alloc"[^}]*"size":5000,[^}]*"context":41})"),
+            1)
+      << json;
+  EXPECT_EQ(
+      entries(
+          R"("action":"free_requested"[^}]*"size":5000,[^}]*"context":42})"),
+      1)
+      << json;
+  // The untagged calls and the deferred free_completed carry none; a
+  // segment_map made for the tagged alloc carries its tag.
+  EXPECT_EQ(entries(R"("size":7000,[^}]*"context")"), 0) << json;
+  EXPECT_EQ(entries(R"("action":"free_completed"[^}]*"context")"), 0) << json;
+  EXPECT_EQ(entries(R"("context":(?!4[12]}))"), 0) << json;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 """Native-API mode: build and install the C++ CUDAAllocator adapter
-(csrc/native_allocator.cpp) with torch.utils.cpp_extension.
+(csrc/native_allocator.cpp and the headers beside it) with
+torch.utils.cpp_extension.
 
 Owns compiling the adapter against the installed torch on first use (cached:
 $TORCH_EXTENSIONS_DIR if set, else ~/.cache/fragfree/torch_extensions; one build
@@ -32,7 +33,13 @@ def extension_dir() -> Path:
 
 
 def _extension_name(torch: Any) -> str:
-    digest = hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]
+    # The adapter is native_allocator.cpp and the headers beside it: a change
+    # to any of them is a new build.
+    h = hashlib.sha1()
+    for path in sorted(SOURCE.parent.iterdir()):
+        if path.suffix in (".cpp", ".h"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest = h.hexdigest()[:10]
     tag = f"{torch.__version__}_cu{torch.version.cuda}"
     return "fragfree_native_" + re.sub(r"[^A-Za-z0-9]", "_", tag) + "_" + digest
 

@@ -270,6 +270,52 @@ def _snapshot_viz(mode):
     return f"{len(snap['segments'])} segments, {events} trace events, {html}"
 
 
+def _allocate_in_a_named_function(torch):
+    keep = torch.empty(3 * MiB + 4096, dtype=torch.uint8, device="cuda")
+    gone = torch.empty(5 * MiB + 4096, dtype=torch.uint8, device="cuda")
+    del gone
+    return keep
+
+
+def _snapshot_stacks(mode):
+    """Python stacks through the integration: _record_memory_history with
+    stacks="python" gives trace entries and live blocks their frames, and the
+    trace keeps fragfree's Unix-microsecond times."""
+    _enable(mode)
+    import torch
+
+    torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                             max_entries=100000)
+    t0 = time.time()
+    keep = _allocate_in_a_named_function(torch)
+    _train_step(torch, steps=1)
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][torch.cuda.current_device()]
+    named = "_allocate_in_a_named_function"
+
+    def has_frame(entry):
+        return any(f.get("name") == named for f in entry.get("frames", []))
+
+    allocs = [e for e in trace if e["action"] == "alloc" and has_frame(e)]
+    frees = [e for e in trace if e["action"] == "free_requested" and has_frame(e)]
+    expect(len(allocs) == 2, f"{len(allocs)} alloc entries carry the allocating function's "
+           f"frame (want 2); first entry: {trace[:1]}")
+    expect(len(frees) == 1, f"{len(frees)} free_requested entries carry it (want 1)")
+    live = [b for seg in snap["segments"] for b in seg["blocks"]
+            if b["state"] == "active_allocated" and any(
+                f.get("name") == named for f in b.get("frames", []))]
+    expect(len(live) == 1 and live[0]["requested_size"] == 3 * MiB + 4096,
+           f"live blocks with the frame: {[(b['size'], b['requested_size']) for b in live]}")
+    times = [e["time_us"] for e in trace]
+    expect(times == sorted(times), "trace times are not in order")
+    expect(abs(times[0] / 1e6 - t0) < 60 and times[-1] > times[0],
+           f"trace times {times[0]}..{times[-1]} are not Unix microseconds of this run")
+    del keep
+    with_frames = sum(1 for e in trace if e.get("frames"))
+    return f"{len(trace)} trace events, {with_frames} with Python frames"
+
+
 def _enable_after_init(mode):
     import torch
 
@@ -409,6 +455,7 @@ CHECKS = {
     "n_record_stream": ("native", _record_stream),
     "n_cuda_graph": ("native", _cuda_graph),
     "n_snapshot_viz": ("native", _snapshot_viz),
+    "n_snapshot_stacks": ("native", _snapshot_stacks),
     "n_enable_after_init": ("native", _enable_after_init),
     "n_cudnn_benchmark": ("native", _cudnn_benchmark),
     "n_oom_observer": ("native", _oom_observer),

@@ -123,6 +123,12 @@ FF_API ff_status_t ff_dump_snapshot(int device, const char* path);
  * used later. */
 FF_API ff_status_t ff_record_history(int device, int enabled,
                                      size_t max_entries);
+/* Tags the trace entries of the calling thread's next calls (alloc,
+ * free_requested, segment_map, oom) with `context`, a caller-chosen id that
+ * snapshots return as the entry's "context" (0, the default: none). The
+ * PyTorch adapter passes the handle of the Python stack it captured, and puts
+ * the stack back at snapshot time. Returns the thread's previous context. */
+FF_API uint32_t ff_set_trace_context(uint32_t context);
 /* What the OOM report knows about the program (fragfree.watch(model, optimizer)
  * keeps it current): bytes of parameters, gradients, optimizer state and other
  * persistent tensors, and the techniques already on (FF_TECH_* bits), so the

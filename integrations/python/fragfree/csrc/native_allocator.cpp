@@ -66,492 +66,16 @@
 #include <utility>
 #include <vector>
 
+#include "common.h"
+#include "fragfree_api.h"
+#include "json_reader.h"
+#include "messages.h"
+#include "oom_rejection.h"
+#include "pools.h"
+#include "snapshot_builder.h"
+#include "stack_history.h"
+
 namespace fragfree_native {
-
-namespace cca = c10::cuda::CUDACachingAllocator;
-using c10::DataPtr;
-using c10::DeviceIndex;
-using MempoolId = c10::MempoolId_t;
-using PoolPair = std::pair<unsigned long long, unsigned long long>;
-
-constexpr int kMaxDevices = 64;
-
-// ----------------------------------------------------------------------------
-// A small JSON reader (ff_stats_json / ff_snapshot_json output only).
-
-struct Json {
-  enum Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Type type = kNull;
-  bool boolean = false;
-  bool is_int = false;
-  int64_t integer = 0;
-  double number = 0;
-  std::string str;
-  std::vector<Json> array;
-  std::vector<std::pair<std::string, Json>> object;
-
-  const Json* get(std::string_view key) const {
-    if (type != kObject) return nullptr;
-    for (const auto& kv : object) {
-      if (kv.first == key) return &kv.second;
-    }
-    return nullptr;
-  }
-  int64_t as_int(int64_t fallback = 0) const {
-    if (type == kNumber) return is_int ? integer : static_cast<int64_t>(number);
-    if (type == kBool) return boolean ? 1 : 0;
-    return fallback;
-  }
-  int64_t int_at(std::string_view key, int64_t fallback = 0) const {
-    const Json* v = get(key);
-    return v ? v->as_int(fallback) : fallback;
-  }
-  std::string str_at(std::string_view key) const {
-    const Json* v = get(key);
-    return (v && v->type == kString) ? v->str : std::string();
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(std::string_view text)
-      : p_(text.data()), end_(text.data() + text.size()) {}
-
-  bool Parse(Json* out) {
-    if (!Value(out)) return false;
-    Skip();
-    return p_ == end_;
-  }
-
- private:
-  void Skip() {
-    while (p_ < end_ && std::isspace(static_cast<unsigned char>(*p_))) ++p_;
-  }
-  bool Literal(const char* word) {
-    size_t n = std::strlen(word);
-    if (static_cast<size_t>(end_ - p_) < n || std::memcmp(p_, word, n) != 0)
-      return false;
-    p_ += n;
-    return true;
-  }
-  static void AppendUtf8(std::string* s, unsigned cp) {
-    if (cp < 0x80) {
-      s->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      s->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      s->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-  bool String(std::string* s) {
-    if (p_ >= end_ || *p_ != '"') return false;
-    ++p_;
-    while (p_ < end_ && *p_ != '"') {
-      char c = *p_++;
-      if (c != '\\') {
-        s->push_back(c);
-        continue;
-      }
-      if (p_ >= end_) return false;
-      char e = *p_++;
-      switch (e) {
-        case '"':
-          s->push_back('"');
-          break;
-        case '\\':
-          s->push_back('\\');
-          break;
-        case '/':
-          s->push_back('/');
-          break;
-        case 'b':
-          s->push_back('\b');
-          break;
-        case 'f':
-          s->push_back('\f');
-          break;
-        case 'n':
-          s->push_back('\n');
-          break;
-        case 'r':
-          s->push_back('\r');
-          break;
-        case 't':
-          s->push_back('\t');
-          break;
-        case 'u': {
-          if (end_ - p_ < 4) return false;
-          unsigned cp = 0;
-          for (int i = 0; i < 4; ++i) {
-            char h = *p_++;
-            cp <<= 4;
-            if (h >= '0' && h <= '9')
-              cp |= h - '0';
-            else if (h >= 'a' && h <= 'f')
-              cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F')
-              cp |= h - 'A' + 10;
-            else
-              return false;
-          }
-          AppendUtf8(s, cp);
-          break;
-        }
-        default:
-          return false;
-      }
-    }
-    if (p_ >= end_) return false;
-    ++p_;  // closing quote
-    return true;
-  }
-  bool Number(Json* out) {
-    const char* start = p_;
-    bool is_int = true;
-    if (p_ < end_ && (*p_ == '-' || *p_ == '+')) ++p_;
-    while (p_ < end_ &&
-           (std::isdigit(static_cast<unsigned char>(*p_)) || *p_ == '.' ||
-            *p_ == 'e' || *p_ == 'E' || *p_ == '-' || *p_ == '+')) {
-      if (*p_ == '.' || *p_ == 'e' || *p_ == 'E') is_int = false;
-      ++p_;
-    }
-    if (p_ == start) return false;
-    std::string text(start, p_);
-    out->type = Json::kNumber;
-    out->is_int = is_int;
-    if (is_int) {
-      errno = 0;
-      if (text[0] == '-') {
-        out->integer = std::strtoll(text.c_str(), nullptr, 10);
-      } else {
-        out->integer =
-            static_cast<int64_t>(std::strtoull(text.c_str(), nullptr, 10));
-      }
-      out->number = static_cast<double>(out->integer);
-    } else {
-      out->number = std::strtod(text.c_str(), nullptr);
-      out->integer = static_cast<int64_t>(out->number);
-    }
-    return true;
-  }
-  bool Value(Json* out) {
-    Skip();
-    if (p_ >= end_) return false;
-    char c = *p_;
-    if (c == '{') {
-      ++p_;
-      out->type = Json::kObject;
-      Skip();
-      if (p_ < end_ && *p_ == '}') {
-        ++p_;
-        return true;
-      }
-      while (true) {
-        Skip();
-        std::string key;
-        if (!String(&key)) return false;
-        Skip();
-        if (p_ >= end_ || *p_ != ':') return false;
-        ++p_;
-        Json value;
-        if (!Value(&value)) return false;
-        out->object.emplace_back(std::move(key), std::move(value));
-        Skip();
-        if (p_ < end_ && *p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (p_ < end_ && *p_ == '}') {
-          ++p_;
-          return true;
-        }
-        return false;
-      }
-    }
-    if (c == '[') {
-      ++p_;
-      out->type = Json::kArray;
-      Skip();
-      if (p_ < end_ && *p_ == ']') {
-        ++p_;
-        return true;
-      }
-      while (true) {
-        Json value;
-        if (!Value(&value)) return false;
-        out->array.push_back(std::move(value));
-        Skip();
-        if (p_ < end_ && *p_ == ',') {
-          ++p_;
-          continue;
-        }
-        if (p_ < end_ && *p_ == ']') {
-          ++p_;
-          return true;
-        }
-        return false;
-      }
-    }
-    if (c == '"') {
-      out->type = Json::kString;
-      return String(&out->str);
-    }
-    if (Literal("true")) {
-      out->type = Json::kBool;
-      out->boolean = true;
-      return true;
-    }
-    if (Literal("false")) {
-      out->type = Json::kBool;
-      return true;
-    }
-    if (Literal("null")) return true;
-    return Number(out);
-  }
-
-  const char* p_;
-  const char* end_;
-};
-
-// ----------------------------------------------------------------------------
-// libfragfree's C API, resolved at run time.
-
-struct FragfreeApi {
-  using MallocFn = void* (*)(size_t, int, void*);
-  using FreeFn = int (*)(void*, int);
-  using RecordStreamFn = int (*)(void*, int, void*);
-  using DeviceFn = int (*)(int);
-  using FractionFn = int (*)(double, int);
-  using JsonFn = size_t (*)(int, char*, size_t);
-  using SizeFn = size_t (*)(const void*, int);
-  using LastErrorFn = const char* (*)();
-  using RecordHistoryFn = int (*)(int, int, size_t);
-  // The C++-ABI graph-pool hooks (exact std::function / std::pair types).
-  using BeginPoolFn = void (*)(int, PoolPair,
-                               std::function<bool(cudaStream_t)>);
-  using EndPoolFn = void (*)(int, PoolPair);
-
-  void* handle = nullptr;
-  std::string path;
-  MallocFn malloc = nullptr;
-  FreeFn free = nullptr;
-  RecordStreamFn record_stream = nullptr;
-  DeviceFn empty_cache = nullptr;
-  FractionFn set_memory_fraction = nullptr;
-  JsonFn stats_json = nullptr;
-  DeviceFn reset_peak_stats = nullptr;
-  DeviceFn reset_accumulated_stats = nullptr;
-  SizeFn allocation_size = nullptr;
-  LastErrorFn last_error = nullptr;
-  // Optional.
-  JsonFn snapshot_json = nullptr;
-  RecordHistoryFn record_history = nullptr;
-  BeginPoolFn begin_pool = nullptr;
-  EndPoolFn end_pool = nullptr;
-  EndPoolFn release_pool = nullptr;
-
-  template <typename Fn>
-  Fn Find(std::initializer_list<const char*> names) const {
-    for (const char* name : names) {
-      if (void* sym = dlsym(handle, name)) return reinterpret_cast<Fn>(sym);
-    }
-    return nullptr;
-  }
-
-  void Load(const std::string& lib_path) {
-    path = lib_path;
-    handle = dlopen(lib_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    TORCH_CHECK(handle != nullptr, "fragfree: could not dlopen ", lib_path,
-                ": ", dlerror());
-    std::vector<std::string> missing;
-    auto need = [&](auto& fn, const char* name) {
-      using Fn = std::remove_reference_t<decltype(fn)>;
-      fn = Find<Fn>({name});
-      if (fn == nullptr) missing.emplace_back(name);
-    };
-    need(malloc, "ff_malloc");
-    need(free, "ff_free");
-    need(record_stream, "ff_record_stream");
-    need(empty_cache, "ff_empty_cache");
-    need(set_memory_fraction, "ff_set_memory_fraction");
-    need(stats_json, "ff_stats_json");
-    need(reset_peak_stats, "ff_reset_peak_stats");
-    need(reset_accumulated_stats, "ff_reset_accumulated_stats");
-    need(allocation_size, "ff_allocation_size");
-    need(last_error, "ff_last_error");
-    TORCH_CHECK(missing.empty(), "fragfree: ", lib_path,
-                " lacks C API symbols: ", c10::Join(", ", missing));
-    snapshot_json = Find<JsonFn>({"ff_snapshot_json"});
-    record_history = Find<RecordHistoryFn>({"ff_record_history"});
-    begin_pool = Find<BeginPoolFn>({
-        "fragfree_begin_allocate_to_pool",
-        "_Z31fragfree_begin_allocate_to_"
-        "pooliSt4pairIyyESt8functionIFbP11CUstream_stEE",
-        "_Z31fragfree_begin_allocate_to_pooliSt4pairIyyESt8functionIFbPvEE",
-    });
-    end_pool = Find<EndPoolFn>({
-        "fragfree_end_allocate_to_pool",
-        "_Z29fragfree_end_allocate_to_pooliSt4pairIyyE",
-    });
-    release_pool = Find<EndPoolFn>({
-        "fragfree_release_pool",
-        "_Z21fragfree_release_pooliSt4pairIyyE",
-    });
-    if (!(begin_pool && end_pool && release_pool)) {
-      begin_pool = nullptr;  // all three or none
-      end_pool = nullptr;
-      release_pool = nullptr;
-    }
-  }
-
-  std::string LastError() const {
-    const char* msg = last_error ? last_error() : nullptr;
-    return msg ? std::string(msg) : std::string();
-  }
-
-  // Calls a JSON-producing function; false (and *err) on failure.
-  bool CallJson(JsonFn fn, int device, Json* out, std::string* err) const {
-    size_t n = fn(device, nullptr, 0);
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      if (n == 0) {
-        *err = LastError();
-        return false;
-      }
-      std::string buf(n + 1, '\0');
-      size_t m = fn(device, buf.data(), buf.size());
-      if (m == 0) {
-        *err = LastError();
-        return false;
-      }
-      if (m <= n) {
-        buf.resize(m);
-        JsonReader reader(buf);
-        if (!reader.Parse(out)) {
-          *err = "malformed JSON from libfragfree";
-          return false;
-        }
-        return true;
-      }
-      n = m;
-    }
-    *err = "JSON kept growing";
-    return false;
-  }
-};
-
-// Message pieces as strings. Everything passed to TORCH_CHECK / TORCH_WARN in
-// this file is a string: on the PyTorch 2.11 + g++ 13 machine this was tested
-// on, a C++ extension that formats a number into an ostream (TORCH_CHECK(false,
-// "x", 42)) crashes in the locale's num_put facet, so numbers are formatted
-// here.
-std::string Num(long long v) { return std::to_string(v); }
-
-std::string Ptr(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
-}
-
-std::string Dbl(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
-std::string FormatSize(uint64_t size) {
-  char buf[64];
-  if (size <= 1024) {
-    std::snprintf(buf, sizeof(buf), "%llu bytes",
-                  static_cast<unsigned long long>(size));
-  } else if (size <= 1048576) {
-    std::snprintf(buf, sizeof(buf), "%.2f KiB", size / 1024.0);
-  } else if (size <= 1073741824ULL) {
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", size / 1048576.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", size / 1073741824.0);
-  }
-  return buf;
-}
-
-// ----------------------------------------------------------------------------
-// Version differences. attachOomRejectionObserver (PyTorch >= 2.12) is pure
-// virtual where it exists and its parameter type does not exist before; this
-// mixin overrides it only when the base class declares it.
-
-template <typename A, typename = void>
-struct HasOomRejection : std::false_type {};
-template <typename A>
-struct HasOomRejection<A, std::void_t<decltype(&A::attachOomRejectionObserver)>>
-    : std::true_type {};
-
-template <typename Fn>
-struct FirstArg;
-template <typename C, typename R, typename A0>
-struct FirstArg<R (C::*)(A0)> {
-  using type = std::decay_t<A0>;
-};
-
-template <typename Base, bool = HasOomRejection<Base>::value>
-class OomRejectionMixin : public Base {};
-
-template <typename Base>
-class OomRejectionMixin<Base, true> : public Base {
- public:
-  using RejectionObserver =
-      typename FirstArg<decltype(&Base::attachOomRejectionObserver)>::type;
-  // fragfree has no throw_on_cudamalloc_oom policy, so rejections never happen;
-  // keep the observers alive and accept them (as a no-op) rather than throw.
-  void attachOomRejectionObserver(RejectionObserver observer) override {
-    std::lock_guard<std::mutex> lock(rejection_mu_);
-    rejection_observers_.push_back(std::move(observer));
-  }
-
- private:
-  std::mutex rejection_mu_;
-  std::vector<RejectionObserver> rejection_observers_;
-};
-
-// ----------------------------------------------------------------------------
-// Pool bookkeeping (CUDA graphs, MemPool, use_mem_pool).
-
-struct AllocInfo {
-  size_t size = 0;
-  cudaStream_t stream = nullptr;
-  DeviceIndex device = 0;
-  MempoolId pool{0, 0};
-};
-
-struct FragfreePoolState;
-
-struct PoolInfo {
-  int use_count = 0;  // createOrIncrefPool + beginAllocateToPool - releasePool
-  int lib_refs = 0;   // begin calls forwarded to libfragfree not yet released
-  std::unordered_map<void*, AllocInfo> live;  // allocated, not freed
-  // Freed by PyTorch but still allocated in libfragfree ("held"): the graph may
-  // replay into it, or a live checkpoint may revive it. See MustHold.
-  std::unordered_map<void*, AllocInfo> deferred;
-  // Checkpoints handed out by getCheckpointState that are still alive.
-  std::vector<std::weak_ptr<FragfreePoolState>> checkpoints;
-};
-
-struct PoolKey {
-  DeviceIndex device;
-  MempoolId id;
-  bool operator<(const PoolKey& o) const {
-    return std::tie(device, id) < std::tie(o.device, o.id);
-  }
-};
-
-// The state getCheckpointState returns: the pool's live allocations.
-struct FragfreePoolState : public cca::AllocatorState {
-  DeviceIndex device = 0;
-  MempoolId id{0, 0};
-  std::vector<std::pair<void*, AllocInfo>> live;
-  std::unordered_set<void*> ptrs;  // the keys of `live`
-};
 
 void RawDelete(void* ptr);
 
@@ -778,25 +302,27 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   // PyTorch 2.10/2.11 spelling.
   virtual cca::SnapshotInfo snapshot(MempoolId mempool_id) {
-    return BuildSnapshot(mempool_id, /*include_traces=*/true);
+    return BuildSnapshot(api_, device_count_, used_, stacks_, mempool_id,
+                         /*include_traces=*/true);
   }
   // Newer spelling (include_traces). Whichever the base declares is overridden.
   virtual cca::SnapshotInfo snapshot(MempoolId mempool_id,
                                      bool include_traces) {
-    return BuildSnapshot(mempool_id, include_traces);
+    return BuildSnapshot(api_, device_count_, used_, stacks_, mempool_id,
+                         include_traces);
   }
 
   bool isHistoryEnabled() override { return history_enabled_.load(); }
 
   void recordHistory(
-      bool enabled, cca::CreateContextFn /*context_recorder*/,
-      size_t alloc_trace_max_entries, cca::RecordContext /*when*/,
+      bool enabled, cca::CreateContextFn context_recorder,
+      size_t alloc_trace_max_entries, cca::RecordContext when,
       bool clearHistory,
       const std::vector<std::string>& /*skip_actions*/) override {
-    // Python stacks are not recorded: libfragfree's trace has no frames. The
-    // request is forwarded to the library's trace ring buffer when it exposes
-    // ff_record_history; otherwise traces are whatever FRAGFREE_CONF's
-    // trace_entries configured.
+    // The trace itself is libfragfree's ring buffer (ff_record_history; without
+    // it, whatever FRAGFREE_CONF's trace_entries configured). The stacks
+    // PyTorch's recorder gathers are kept here (StackHistory) and tied to the
+    // library's entries through ff_set_trace_context.
     if (api_.record_history != nullptr) {
       // ff_record_history(device, 0, 0) stops recording and drops the ring.
       if (clearHistory) api_.record_history(-1, 0, 0);
@@ -811,6 +337,14 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
           "FRAGFREE_CONF=trace_entries:N (or "
           "fragfree.enable(trace_entries=N)).");
     }
+    if (context_recorder != nullptr && api_.set_trace_context == nullptr &&
+        enabled && when != cca::RecordContext::NEVER) {
+      TORCH_WARN_ONCE(
+          "fragfree: this libfragfree has no ff_set_trace_context; the trace "
+          "entries of snapshots carry no stacks (live blocks still do).");
+    }
+    stacks_.Configure(enabled, context_recorder, alloc_trace_max_entries, when,
+                      clearHistory);
     history_enabled_.store(enabled);
   }
 
@@ -1077,6 +611,11 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   void Free(void* ptr) {
     if (ptr == nullptr) return;
+    uint32_t stack_id = 0;
+    if (stacks_.on()) {
+      stacks_.EraseLive(ptr);
+      stack_id = stacks_.Remember(stacks_.GatherForFree());
+    }
     if (deferred_count_.load(std::memory_order_relaxed) > 0 &&
         active_filters_.load() == 0) {
       FlushDeferredCaptureFrees();
@@ -1114,6 +653,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         return;
       }
     }
+    FragfreeApi::TraceContextScope tag(api_, stack_id);
     LibFree(ptr);
   }
 
@@ -1214,8 +754,14 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         }
       }
     }
-    void* ptr = api_.malloc(size, device, stream);
+    StackHistory::Context stack = stacks_.GatherForAlloc();
+    void* ptr = nullptr;
+    {
+      FragfreeApi::TraceContextScope tag(api_, stacks_.Remember(stack));
+      ptr = api_.malloc(size, device, stream);
+    }
     if (ptr == nullptr) ReportOutOfMemory(size, device);
+    stacks_.SetLive(ptr, std::move(stack));
     if (in_pool) {
       std::lock_guard<std::mutex> lock(pool_mu_);
       PoolKey key{device, pool};
@@ -1276,132 +822,13 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         detail.empty() ? "" : "\nfragfree: ", detail);
   }
 
-  cca::SnapshotInfo BuildSnapshot(MempoolId mempool_id, bool include_traces) {
-    cca::SnapshotInfo result{};
-    const int ndev = std::max(device_count_, 1);
-    result.device_traces.resize(ndev);
-    if (api_.snapshot_json == nullptr) {
-      TORCH_WARN_ONCE(
-          "fragfree: this libfragfree has no ff_snapshot_json; memory "
-          "snapshots are empty.");
-      return result;
-    }
-    const auto now = c10::getApproximateTime();
-    for (int d = 0; d < ndev; ++d) {
-      if (!used_[d].load()) continue;
-      Json json;
-      std::string err;
-      TORCH_CHECK(api_.CallJson(api_.snapshot_json, d, &json, &err),
-                  "fragfree: ff_snapshot_json(", Num(d), ") failed: ", err);
-      if (const Json* segs = json.get("segments");
-          segs && segs->type == Json::kArray) {
-        for (const Json& s : segs->array) {
-          cca::SegmentInfo seg;
-          seg.device = static_cast<decltype(seg.device)>(s.int_at("device", d));
-          seg.address = static_cast<decltype(seg.address)>(s.int_at("address"));
-          seg.total_size =
-              static_cast<decltype(seg.total_size)>(s.int_at("total_size"));
-          seg.requested_size = static_cast<decltype(seg.requested_size)>(
-              s.int_at("requested_size"));
-          seg.allocated_size = static_cast<decltype(seg.allocated_size)>(
-              s.int_at("allocated_size"));
-          seg.active_size =
-              static_cast<decltype(seg.active_size)>(s.int_at("active_size"));
-          seg.stream = reinterpret_cast<cudaStream_t>(
-              static_cast<intptr_t>(s.int_at("stream")));
-          seg.is_large = s.str_at("segment_type") != "small";
-          if (const Json* e = s.get("is_expandable"))
-            seg.is_expandable = e->as_int(1) != 0;
-          else
-            seg.is_expandable = true;
-          if (const Json* pid = s.get("segment_pool_id");
-              pid && pid->type == Json::kArray && pid->array.size() == 2) {
-            seg.owner_private_pool_id = {
-                static_cast<unsigned long long>(pid->array[0].as_int()),
-                static_cast<unsigned long long>(pid->array[1].as_int())};
-          }
-          if (mempool_id != MempoolId{0, 0} &&
-              seg.owner_private_pool_id != mempool_id)
-            continue;
-          if (const Json* blocks = s.get("blocks");
-              blocks && blocks->type == Json::kArray) {
-            for (const Json& b : blocks->array) {
-              cca::BlockInfo block;
-              block.size = static_cast<decltype(block.size)>(b.int_at("size"));
-              block.requested_size =
-                  static_cast<decltype(block.requested_size)>(
-                      b.int_at("requested_size"));
-              const std::string state = b.str_at("state");
-              block.allocated = state == "active_allocated";
-              block.active =
-                  state == "active_allocated" || state == "active_pending_free";
-              seg.blocks.push_back(std::move(block));
-            }
-          }
-          result.segments.push_back(std::move(seg));
-        }
-      }
-      if (!include_traces) continue;
-      const Json* traces = json.get("device_traces");
-      if (traces == nullptr || traces->type != Json::kArray ||
-          traces->array.empty())
-        continue;
-      const Json& mine =
-          traces->array.size() == 1
-              ? traces->array[0]
-              : traces->array[std::min<size_t>(d, traces->array.size() - 1)];
-      if (mine.type != Json::kArray) continue;
-      for (const Json& e : mine.array) {
-        const std::string action = e.str_at("action");
-        cca::TraceEntry::Action a;
-        if (action == "alloc")
-          a = cca::TraceEntry::ALLOC;
-        else if (action == "free_requested")
-          a = cca::TraceEntry::FREE_REQUESTED;
-        else if (action == "free_completed")
-          a = cca::TraceEntry::FREE_COMPLETED;
-        else if (action == "segment_alloc")
-          a = cca::TraceEntry::SEGMENT_ALLOC;
-        else if (action == "segment_free")
-          a = cca::TraceEntry::SEGMENT_FREE;
-        else if (action == "segment_map")
-          a = cca::TraceEntry::SEGMENT_MAP;
-        else if (action == "segment_unmap")
-          a = cca::TraceEntry::SEGMENT_UNMAP;
-        else if (action == "snapshot")
-          a = cca::TraceEntry::SNAPSHOT;
-        else if (action == "oom")
-          a = cca::TraceEntry::OOM;
-        else
-          continue;
-        const int64_t addr = a == cca::TraceEntry::OOM ? e.int_at("device_free")
-                                                       : e.int_at("addr");
-        MempoolId pool{0, 0};
-        if (const Json* pid = e.get("pool_id");
-            pid && pid->type == Json::kArray && pid->array.size() == 2) {
-          pool = {static_cast<unsigned long long>(pid->array[0].as_int()),
-                  static_cast<unsigned long long>(pid->array[1].as_int())};
-        }
-        // Times: libfragfree reports Unix microseconds; the TraceEntry clock is
-        // c10's approximate (TSC) clock with no public inverse conversion, so
-        // entries keep their order and carry the snapshot time.
-        result.device_traces[d].emplace_back(
-            a, static_cast<DeviceIndex>(d), static_cast<size_t>(addr),
-            static_cast<size_t>(e.int_at("size")),
-            reinterpret_cast<cudaStream_t>(
-                static_cast<intptr_t>(e.int_at("stream"))),
-            pool, now);
-      }
-    }
-    return result;
-  }
-
   FragfreeApi api_;
   int device_count_ = 0;
   std::atomic<bool> initialized_{false};
   std::array<std::atomic<bool>, kMaxDevices> used_{};
   std::array<double, kMaxDevices> fractions_{};
   std::atomic<bool> history_enabled_{false};
+  StackHistory stacks_;
 
   std::mutex observer_mu_;
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
@@ -1437,6 +864,7 @@ pybind11::dict Features() {
     d["pool_hooks"] = g_allocator->lib_has_pool_hooks();
     d["snapshot"] = g_allocator->api().snapshot_json != nullptr;
     d["record_history"] = g_allocator->api().record_history != nullptr;
+    d["trace_stacks"] = g_allocator->api().set_trace_context != nullptr;
   }
   d["oom_rejection_observer"] = HasOomRejection<cca::CUDAAllocator>::value;
   return d;
