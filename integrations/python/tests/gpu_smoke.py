@@ -316,6 +316,36 @@ def _snapshot_stacks(mode):
     return f"{len(trace)} trace events, {with_frames} with Python frames"
 
 
+def _hold_three_gib(torch):
+    return torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+
+
+def _oom_stacks(mode):
+    """With stacks recorded, the OutOfMemoryError names where the largest live
+    allocations were made."""
+    _enable(mode)
+    import torch
+
+    torch.cuda.set_per_process_memory_fraction(0.05)
+    torch.cuda.memory._record_memory_history(enabled="all", stacks="python")
+    held = _hold_three_gib(torch)
+    try:
+        torch.empty(6 << 30, dtype=torch.uint8, device="cuda")
+    except torch.cuda.OutOfMemoryError as e:
+        msg = str(e)
+    else:
+        raise CheckFailed("no OutOfMemoryError under a 5% memory fraction")
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    expect(msg.startswith("CUDA out of memory."), f"message starts {msg[:80]!r}")
+    at = msg.find("the largest live allocations, where they were made")
+    expect(at >= 0, f"no stacks section in: {msg[-1500:]}")
+    expect("_hold_three_gib" in msg[at:], f"the holder's frame is missing: {msg[at:at + 1500]}")
+    del held
+    first = msg[at:].splitlines()[1:4]
+    return " | ".join(line.strip() for line in first)
+
+
 def _enable_after_init(mode):
     import torch
 
@@ -456,6 +486,7 @@ CHECKS = {
     "n_cuda_graph": ("native", _cuda_graph),
     "n_snapshot_viz": ("native", _snapshot_viz),
     "n_snapshot_stacks": ("native", _snapshot_stacks),
+    "n_oom_stacks": ("native", _oom_stacks),
     "n_enable_after_init": ("native", _enable_after_init),
     "n_cudnn_benchmark": ("native", _cudnn_benchmark),
     "n_oom_observer": ("native", _oom_observer),

@@ -71,6 +71,7 @@
 #include "json_reader.h"
 #include "messages.h"
 #include "oom_rejection.h"
+#include "oom_stacks.h"
 #include "pools.h"
 #include "snapshot_builder.h"
 #include "stack_history.h"
@@ -761,7 +762,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       ptr = api_.malloc(size, device, stream);
     }
     if (ptr == nullptr) ReportOutOfMemory(size, device);
-    stacks_.SetLive(ptr, std::move(stack));
+    stacks_.SetLive(ptr, size, std::move(stack));
     if (in_pool) {
       std::lock_guard<std::mutex> lock(pool_mu_);
       PoolKey key{device, pool};
@@ -807,6 +808,12 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     }
     const std::string allowed_info =
         allowed ? FormatSize(allowed) + " allowed; " : "";
+    // The stacks PyTorch's recorder gathered (none unless history with stacks
+    // is on): the engine's report lists the largest allocations without them.
+    const std::string stacks = stacks_.on()
+                                   ? LargestLiveStacksText(stacks_, /*count=*/5,
+                                                           /*max_frames=*/8)
+                                   : std::string();
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ",
         FormatSize(size), ". GPU ", Num(device), " has a total capacity of ",
@@ -819,7 +826,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         " is reserved by PyTorch but unallocated (allocator: fragfree, which "
         "can remap "
         "all of it).",
-        detail.empty() ? "" : "\nfragfree: ", detail);
+        detail.empty() ? "" : "\nfragfree: ", detail, stacks);
   }
 
   FragfreeApi api_;

@@ -13,6 +13,7 @@
 // (it may take the GIL).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -80,10 +81,10 @@ class StackHistory {
     return id;
   }
 
-  void SetLive(void* ptr, Context context) {
+  void SetLive(void* ptr, size_t size, Context context) {
     if (context == nullptr) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (recorder_ != nullptr) live_[ptr] = std::move(context);
+    if (recorder_ != nullptr) live_[ptr] = Live{size, std::move(context)};
   }
   void EraseLive(void* ptr) {
     if (!on()) return;
@@ -103,11 +104,32 @@ class StackHistory {
   Context ForLive(void* ptr) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(ptr);
-    return it == live_.end() ? nullptr : it->second;
+    return it == live_.end() ? nullptr : it->second.context;
+  }
+  // The `n` largest live allocations that have a stack: (size, stack).
+  std::vector<std::pair<size_t, Context>> LargestLive(size_t n) const {
+    std::vector<std::pair<size_t, Context>> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out.reserve(live_.size());
+      for (const auto& [ptr, live] : live_) {
+        out.emplace_back(live.size, live.context);
+      }
+    }
+    n = std::min(n, out.size());
+    std::partial_sort(
+        out.begin(), out.begin() + n, out.end(),
+        [](const auto& a, const auto& b) { return a.first > b.first; });
+    out.resize(n);
+    return out;
   }
 
  private:
   enum Mode : int { kOff, kLiveOnly, kAllocs, kAllocsAndFrees };
+  struct Live {
+    size_t size = 0;
+    Context context;
+  };
   struct Slot {
     uint32_t id = 0;
     Context context;
@@ -127,7 +149,7 @@ class StackHistory {
   cca::CreateContextFn recorder_ = nullptr;
   std::vector<Slot> ring_;
   uint32_t next_id_ = 1;
-  std::unordered_map<void*, Context> live_;
+  std::unordered_map<void*, Live> live_;
 };
 
 }  // namespace fragfree_native
