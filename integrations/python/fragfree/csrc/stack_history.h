@@ -46,9 +46,13 @@ class StackHistory {
       return;
     }
     recorder_ = recorder;
-    if (max_entries == 0) max_entries = 1;
-    if (ring_.size() != max_entries) {
-      ring_.assign(max_entries, Slot{});
+    // PyTorch's default max_entries is sys.maxsize ("keep everything"): the
+    // ring grows as stacks arrive, up to the limit, and is never
+    // preallocated.
+    const size_t capacity = std::clamp<size_t>(max_entries, 1, kMaxStacks);
+    if (capacity_ != capacity) {
+      capacity_ = capacity;
+      ring_.clear();
       next_id_ = 1;
     }
     const int mode = when == cca::RecordContext::STATE   ? kLiveOnly
@@ -72,12 +76,14 @@ class StackHistory {
   uint32_t Remember(const Context& context) {
     if (context == nullptr) return 0;
     std::lock_guard<std::mutex> lock(mu_);
-    if (mode_.load(std::memory_order_relaxed) < kAllocs || ring_.empty()) {
+    if (mode_.load(std::memory_order_relaxed) < kAllocs || capacity_ == 0) {
       return 0;
     }
     const uint32_t id = next_id_;
     next_id_ = next_id_ == UINT32_MAX ? 1 : next_id_ + 1;
-    ring_[id % ring_.size()] = Slot{id, context};
+    const size_t index = id % capacity_;
+    if (index >= ring_.size()) ring_.resize(index + 1);
+    ring_[index] = Slot{id, context};
     return id;
   }
 
@@ -96,8 +102,9 @@ class StackHistory {
   Context ForTrace(uint32_t id) const {
     if (id == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    if (ring_.empty()) return nullptr;
-    const Slot& slot = ring_[id % ring_.size()];
+    const size_t index = capacity_ == 0 ? 0 : id % capacity_;
+    if (index >= ring_.size()) return nullptr;
+    const Slot& slot = ring_[index];
     return slot.id == id ? slot.context : nullptr;
   }
   // The stack of the live allocation at `ptr`, or null.
@@ -126,6 +133,7 @@ class StackHistory {
 
  private:
   enum Mode : int { kOff, kLiveOnly, kAllocs, kAllocsAndFrees };
+  static constexpr size_t kMaxStacks = size_t{1} << 30;
   struct Live {
     size_t size = 0;
     Context context;
@@ -147,7 +155,8 @@ class StackHistory {
   std::atomic<int> mode_{kOff};
   mutable std::mutex mu_;
   cca::CreateContextFn recorder_ = nullptr;
-  std::vector<Slot> ring_;
+  size_t capacity_ = 0;
+  std::vector<Slot> ring_;  // grows up to capacity_ entries
   uint32_t next_id_ = 1;
   std::unordered_map<void*, Live> live_;
 };
