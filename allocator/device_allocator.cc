@@ -66,7 +66,7 @@ DeviceAllocator::~DeviceAllocator() {
   }
   pending_.clear();
   live_.Clear();
-  std::vector<PageId> pages;
+  PageList pages;
   for (auto& arena : arenas_) {
     for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
          b = b->next) {
@@ -136,7 +136,7 @@ uint32_t DeviceAllocator::SlotDuringCapture(StreamHandle stream) {
 
 absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
                                               size_t size, size_t requested) {
-  std::vector<Arena*>& list = streams_[slot].arenas[int(kind)];
+  MetadataVector<Arena*>& list = streams_[slot].arenas[int(kind)];
   for (Arena* arena : list) {
     if (Block* b = arena->Allocate(size, requested)) return b;
   }
@@ -308,8 +308,7 @@ void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
   }
 }
 
-absl::Status DeviceAllocator::Reclaim(size_t want, bool wait,
-                                      std::vector<PageId>* out) {
+absl::Status DeviceAllocator::Reclaim(size_t want, bool wait, PageList* out) {
   // During graph capture nothing is unmapped and no event is touched.
   if (capturing_ > 0) return absl::OkStatus();
   // Candidates: free blocks holding whole mapped pages, in arenas whose pages
@@ -377,7 +376,7 @@ bool DeviceAllocator::ShouldReclaimFirst(const Block* block,
 }
 
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
-  std::vector<PageId>& pages = map_pages_;  // reused: no heap call per map
+  PageList& pages = map_pages_;  // reused: no allocation per map
   pages.clear();
   PageId page;
   while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
@@ -466,7 +465,7 @@ void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
 
 absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
   FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
-  std::vector<PageId> pages;
+  PageList pages;
   runs_.clear();
   absl::Status status =
       arena->UnmapFreePages(arena->first_block(), SIZE_MAX, &pages,
@@ -477,7 +476,7 @@ absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
     trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
   }
   if (!status.ok() || arena->mapped_pages() > 0) return status;
-  std::vector<Arena*>& list =
+  MetadataVector<Arena*>& list =
       streams_[arena->stream_slot()].arenas[int(arena->kind())];
   list.erase(std::find(list.begin(), list.end(), arena));
   auto it = std::find_if(arenas_.begin(), arenas_.end(),
@@ -500,7 +499,7 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
     StreamState& st = streams_[slot];
     // A graph pool's memory stays with it until the pool is released.
     if (st.pool == nullptr || st.pool->released) {
-      for (std::vector<Arena*>& list : st.arenas) {
+      for (MetadataVector<Arena*>& list : st.arenas) {
         for (size_t i = list.size(); i-- > 0;) {
           // Cached blocks are free to the program: back to the arena first.
           DrainQuickCache(list[i]);
@@ -512,7 +511,7 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
       }
     }
     bool has_arenas = false;
-    for (const std::vector<Arena*>& list : st.arenas) {
+    for (const MetadataVector<Arena*>& list : st.arenas) {
       has_arenas |= !list.empty();
     }
     if (has_arenas) {
@@ -542,7 +541,7 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   __builtin_prefetch(block, 1);
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
-  std::vector<EventId> events;
+  MetadataVector<EventId> events;
   if (entry.has_uses) {
     for (StreamHandle s : *block->uses) {
       if (events_->IsCapturing(s)) continue;  // re-checked when processed
@@ -622,7 +621,7 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
   Block* block = it->block;
   if (stream == it->arena->stream()) return absl::OkStatus();
   if (block->uses == nullptr) {
-    block->uses = std::make_unique<std::vector<StreamHandle>>();
+    block->uses = MakeMetadataUnique<MetadataVector<StreamHandle>>();
     it->has_uses = 1;
   }
   if (std::find(block->uses->begin(), block->uses->end(), stream) ==
@@ -676,7 +675,7 @@ absl::Status DeviceAllocator::EmptyCache() {
   DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = fences_.WaitAll(); !s.ok()) return s;
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
-  std::vector<PageId> pages;
+  PageList pages;
   if (absl::Status s = Reclaim(SIZE_MAX, /*wait=*/true, &pages); !s.ok()) {
     for (PageId p : pages) pages_.ReturnIdle(p);
     return s;

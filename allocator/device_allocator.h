@@ -18,6 +18,12 @@
 //  - record_stream'd blocks are freed only after events on those streams
 //    complete.
 //
+// Memory: the object and everything it keeps (blocks, live table, arenas,
+// streams, pending frees, pools, page tables, trace ring, size histogram) are
+// on the metadata arena (base/metadata_arena.h), never on the program's heap;
+// what stays there (error messages, the Options copy, the last OOM's report,
+// results returned to callers) is listed in docs/host.md, "What lives where".
+//
 // Thread-safety: every public method takes mu_; the object may be used from any
 // thread. Nothing calls out of the allocator (handlers, observers) under mu_.
 #ifndef FRAGFREE_ALLOCATOR_DEVICE_ALLOCATOR_H_
@@ -29,9 +35,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
+#include "allocator/base/metadata_containers.h"
 #include "allocator/base/mutex.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
@@ -57,7 +64,7 @@ using OomInfo = OomFacts;
 // A CUDA graph memory pool, as PyTorch names it (MempoolId_t).
 using PoolId = std::pair<uint64_t, uint64_t>;
 
-class DeviceAllocator {
+class DeviceAllocator : public MetadataObject {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceAllocator>> Create(
       int device, const Options& options,
@@ -135,22 +142,24 @@ class DeviceAllocator {
   std::string backend_name() const { return backend_->Name(); }
 
  private:
-  struct Pool {
+  struct Pool : MetadataObject {
     PoolId id;
+    // The caller's filter (std::function: its callable, if large, is on the
+    // heap; see docs/host.md).
     std::function<bool(StreamHandle)> filter;
     bool capturing = false;
     bool released = false;
-    absl::flat_hash_map<StreamHandle, uint32_t> slots;
+    MetadataFlatHashMap<StreamHandle, uint32_t> slots;
   };
   struct StreamState {
-    std::vector<Arena*> arenas[3];  // indexed by ArenaKind
-    const Pool* pool = nullptr;     // set for a graph pool's slot
-    bool retired = false;           // RetireStream'd: in retired_slots_ or
-                                    // (once it has no arena) free_slots_
+    MetadataVector<Arena*> arenas[3];  // indexed by ArenaKind
+    const Pool* pool = nullptr;        // set for a graph pool's slot
+    bool retired = false;              // RetireStream'd: in retired_slots_ or
+                                       // (once it has no arena) free_slots_
   };
   struct PendingFree {
     Block* block;
-    std::vector<EventId> events;
+    MetadataVector<EventId> events;
   };
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
@@ -193,7 +202,7 @@ class DeviceAllocator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves whole free pages whose last use is complete into `out` until it holds
   // `want`; with `wait`, waits for in-flight work first.
-  absl::Status Reclaim(size_t want, bool wait, std::vector<PageId>* out)
+  absl::Status Reclaim(size_t want, bool wait, PageList* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block's last use is done: into its arena's quick cache or released.
   // The second form takes what the caller knows, to leave the block unread.
@@ -234,31 +243,31 @@ class DeviceAllocator {
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double limit_fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
-  absl::flat_hash_map<StreamHandle, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
-  std::vector<StreamState> streams_ ABSL_GUARDED_BY(mu_);  // by slot
+  MetadataFlatHashMap<StreamHandle, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<StreamState> streams_ ABSL_GUARDED_BY(mu_);  // by slot
   // Retired slots that still have arenas, and retired slots with none (free,
   // reused by NewSlot first). See Note [Retired streams].
-  std::vector<uint32_t> retired_slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<uint32_t> retired_slots_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
   // A block of a retired slot's arena went back to its arena since the last
   // ReleaseRetiredArenas (or one was skipped during capture): run it again.
   bool retired_dirty_ ABSL_GUARDED_BY(mu_) = false;
   StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
-  std::vector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
   LiveTable live_ ABSL_GUARDED_BY(mu_);
-  std::vector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
-  OomInfo last_oom_ ABSL_GUARDED_BY(mu_);
+  OomInfo last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Most bytes ever allocated at once (not reset by ResetPeakStats).
   int64_t allocated_high_water_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
   int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
   SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<uintptr_t, size_t>> runs_ ABSL_GUARDED_BY(mu_);
-  std::vector<PageId> map_pages_ ABSL_GUARDED_BY(mu_);  // MapUnder's scratch
+  VaRuns runs_ ABSL_GUARDED_BY(mu_);
+  PageList map_pages_ ABSL_GUARDED_BY(mu_);  // MapUnder's scratch
 };
 
 }  // namespace fragfree

@@ -96,7 +96,7 @@ absl::Status DeviceAllocator::CheckInvariants() const {
   // either waiting for their arenas to empty or free (no arena left).
   size_t listed = 0;
   for (const StreamState& st : streams_) {
-    for (const std::vector<Arena*>& list : st.arenas) listed += list.size();
+    for (const MetadataVector<Arena*>& list : st.arenas) listed += list.size();
   }
   if (listed != arenas_.size()) {
     return fail("arenas listed by slots differ from the arenas");
@@ -114,7 +114,7 @@ absl::Status DeviceAllocator::CheckInvariants() const {
   for (uint32_t slot : free_slots_) {
     const StreamState& st = streams_[slot];
     bool has_arenas = false;
-    for (const std::vector<Arena*>& list : st.arenas) {
+    for (const MetadataVector<Arena*>& list : st.arenas) {
       has_arenas |= !list.empty();
     }
     if (!st.retired || has_arenas) {

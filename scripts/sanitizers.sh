@@ -40,8 +40,8 @@ debug_info=-g1
 [[ "$CXX" == *clang* ]] && debug_info=-gline-tables-only
 
 # Reports are errors: stop at the first one, with a stack.
-# allocator_may_return_null (ASan, TSan): metadata_fallback_test checks that a huge
-# new(std::nothrow) returns null.
+# allocator_may_return_null (ASan, TSan): a test that asks for an impossible
+# size gets null, not a report.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1}"

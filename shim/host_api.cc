@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/json.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/mutex.h"
-#include "allocator/host/metadata_arena.h"
 #include "allocator/stream/host_event_source.h"
 #include "fragfree/fragfree.h"
 #include "shim/runtime.h"
@@ -29,7 +29,7 @@ std::atomic<bool> host_is_cuda{false};
 HostConf host_conf;  // written once, before host_allocator is published
 
 Mutex& CreationMutex() {
-  static Mutex* const mu = new Mutex();
+  static Mutex* const mu = MetadataNew<Mutex>();
   return *mu;
 }
 

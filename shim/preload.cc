@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/units.h"
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/stats.h"
@@ -295,6 +296,15 @@ __attribute__((constructor)) void FragfreePreloadInit() {
   if (!Preloaded()) return;
   owner_pid.store(getpid());
   ChooseTorchBackend();
+  // The preload layer allocates metadata under the locks its fork handlers
+  // take, so the metadata arena's locks must be taken after them: prepare
+  // handlers run in reverse order of registration. The mmap arena's are
+  // registered before this constructor runs; jemalloc registers its own when
+  // it initializes, so when fragfree's jemalloc is already in the process it
+  // is initialized now, before ours (docs/host.md, "Threads and fork").
+  if (dlsym(RTLD_DEFAULT, FF_JEMALLOC_API_SYMBOL) != nullptr) {
+    MetadataArena::Initialize();
+  }
   pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild);
   atexit(AtExit);
   active.store(true);

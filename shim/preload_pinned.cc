@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "absl/container/flat_hash_map.h"
+#include "allocator/base/metadata_containers.h"
 #include "shim/host_api.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
@@ -23,11 +23,11 @@ namespace {
 
 struct PinnedTable {
   std::mutex mu;
-  absl::flat_hash_map<void*, size_t> live;  // guarded by mu
+  MetadataFlatHashMap<void*, size_t> live;  // guarded by mu
   PinnedCounters counters;                  // guarded by mu
 };
 PinnedTable& Pinned() {
-  static PinnedTable* const table = new PinnedTable();
+  static PinnedTable* const table = MetadataNew<PinnedTable>();
   return *table;
 }
 

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "allocator/base/metadata_arena.h"
+
 namespace fragfree::preload {
 namespace {
 
@@ -57,7 +59,7 @@ void* FindReal(const char* name, bool optional) {
 }
 
 RealCuda& Real() {
-  static RealCuda* const real = new RealCuda();
+  static RealCuda* const real = MetadataNew<RealCuda>();
   return *real;
 }
 

@@ -25,7 +25,7 @@
 #include <shared_mutex>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "allocator/base/metadata_containers.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
 
@@ -43,11 +43,11 @@ struct StreamInfo {
 struct StreamRegistry {
   std::shared_mutex in_use;  // see ShareStreams()
   std::mutex mu;
-  absl::flat_hash_map<StreamHandle, StreamInfo> streams;  // guarded by mu
+  MetadataFlatHashMap<StreamHandle, StreamInfo> streams;  // guarded by mu
   std::atomic<uint64_t> generation{1};
 };
 StreamRegistry& Registry() {
-  static StreamRegistry* const registry = new StreamRegistry();
+  static StreamRegistry* const registry = MetadataNew<StreamRegistry>();
   return *registry;
 }
 

@@ -22,7 +22,7 @@ namespace fragfree {
 
 inline constexpr int kMaxDevices = 64;
 
-class Runtime {
+class Runtime : public MetadataObject {
  public:
   // The process's runtime (never destroyed: PyTorch may free tensors during
   // static destruction).

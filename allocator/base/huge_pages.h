@@ -1,7 +1,9 @@
 // Host memory for the engine's big, randomly accessed tables (the live table,
 // Block chunks), backed by transparent huge pages where the kernel allows it
 // (madvise(MADV_HUGEPAGE)), so that a lookup among 100k live blocks costs a
-// cache miss and not also a TLB miss. Small requests use the ordinary heap.
+// cache miss and not also a TLB miss. Everything is on the metadata arena
+// (base/metadata_arena.h): tables of 2 MiB or more are 2 MiB-aligned (a
+// mapping of their own on the mmap arena), smaller ones 64-byte aligned.
 // Thread-safety: stateless; safe from any thread.
 #ifndef FRAGFREE_ALLOCATOR_BASE_HUGE_PAGES_H_
 #define FRAGFREE_ALLOCATOR_BASE_HUGE_PAGES_H_
@@ -12,10 +14,11 @@
 namespace fragfree {
 
 inline constexpr size_t kHugePageSize = size_t{2} << 20;
+inline constexpr size_t kHostTableAlignment = 64;
 
 // At least `bytes` (> 0), 64-byte aligned; 2 MiB-aligned and huge-page-advised
-// when `bytes` is at least kHugePageSize. Throws std::bad_alloc like operator
-// new.
+// when `bytes` is at least kHugePageSize. Throws std::bad_alloc when out of
+// memory.
 void* AllocateHostTable(size_t bytes);
 // `bytes` as passed to AllocateHostTable.
 void FreeHostTable(void* p, size_t bytes);
@@ -27,7 +30,8 @@ struct HugePageAllocator {
   HugePageAllocator() = default;
   template <typename U>
   HugePageAllocator(const HugePageAllocator<U>&) {}  // NOLINT: rebinding
-  static_assert(alignof(T) <= 64, "AllocateHostTable aligns to 64 bytes");
+  static_assert(alignof(T) <= kHostTableAlignment,
+                "AllocateHostTable aligns to 64 bytes");
   T* allocate(size_t n) {
     return static_cast<T*>(AllocateHostTable(n * sizeof(T)));
   }

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "allocator/host/metadata_arena.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/host/pinning_backend.h"
 #include "allocator/phys/cuda_driver.h"
 #include "allocator/stream/event_source.h"

@@ -14,9 +14,10 @@
 // Errors (absl::Status): unknown pointer, interior pointer, double free,
 // record_stream of a freed block, size too large, pinning failures
 // (ResourceExhausted, after unpinning every free chunk and retrying once).
-// Thread-safety: every method is thread-safe. One mutex guards the metadata
-// (kept on the metadata arena); the backend's Pin and Unpin calls, which take
-// milliseconds on a GPU, are made without it.
+// The object and all its metadata are on the metadata arena.
+// Thread-safety: every method is thread-safe. One mutex guards the metadata;
+// the backend's Pin and Unpin calls, which take milliseconds on a GPU, are
+// made without it.
 #ifndef FRAGFREE_ALLOCATOR_HOST_PINNED_ALLOCATOR_H_
 #define FRAGFREE_ALLOCATOR_HOST_PINNED_ALLOCATOR_H_
 
@@ -28,10 +29,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/mutex.h"
 #include "allocator/base/stream_handle.h"
 #include "allocator/base/units.h"
-#include "allocator/host/metadata_arena.h"
 #include "allocator/host/pinning_backend.h"
 #include "allocator/stream/event_source.h"
 
@@ -62,7 +63,7 @@ struct PinnedStats {
   int64_t event_errors = 0;  // queries that failed (treated as complete)
 };
 
-class PinnedHostAllocator {
+class PinnedHostAllocator : public MetadataObject {
  public:
   using Clock = std::function<int64_t()>;  // nanoseconds, monotonic
 

@@ -4,6 +4,7 @@
 // EmulatedPinningBackend here (mmap, optionally populated and mlock'ed), which
 // counts its calls and can be given a capacity so that every policy of the
 // pinned allocator, out of memory included, is tested without a GPU.
+// Backends are MetadataObjects: `new` puts them on the metadata arena.
 // Thread-safety: implementations are thread-safe (Pin/Unpin may run
 // concurrently; the pinned allocator calls them without holding its lock).
 #ifndef FRAGFREE_ALLOCATOR_HOST_PINNING_BACKEND_H_
@@ -16,10 +17,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
 
 namespace fragfree {
 
-class PinningBackend {
+class PinningBackend : public MetadataObject {
  public:
   virtual ~PinningBackend() = default;
   // `bytes` (a multiple of granularity()) of pinned host memory, aligned to

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <bit>
 
-#include "absl/container/flat_hash_set.h"
-
 namespace fragfree {
 namespace {
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
@@ -52,14 +50,14 @@ void SizeHistogram::Sample(size_t size) {
 
 void SizeHistogram::Coarsen() {
   int bits = bits_ == 0 ? kFirstCoarseBits : bits_ - 1;
-  absl::flat_hash_set<uint64_t> keys;
+  MetadataFlatHashSet<uint64_t> keys;
   for (; bits > 1; --bits) {
     keys.clear();
     for (const auto& [key, e] : table_) keys.insert(KeyOf(key, bits));
     if (keys.size() <= max_sizes_ / 2) break;
   }
   if (bits < 1) bits = 1;
-  absl::flat_hash_map<uint64_t, Entry> merged;
+  MetadataFlatHashMap<uint64_t, Entry> merged;
   merged.reserve(max_sizes_ / 2 + 1);
   for (const auto& [key, e] : table_) {
     Entry& m = merged[KeyOf(key, bits)];

@@ -13,7 +13,8 @@
 // coarsened to fewer significant bits (relative precision 2^-bits, merging
 // neighbours) until at most half the table is used, so memory stays bounded
 // whatever the workload. Entries() scales counts by `sample_every` to estimate
-// every request.
+// every request. The table is on the metadata arena (Note may insert into it
+// under the engine's lock); Entries() returns a copy on the caller's heap.
 //
 // Thread-safety: none of its own. DeviceAllocator guards it with its mu_.
 #ifndef FRAGFREE_ALLOCATOR_OBS_SIZE_HISTOGRAM_H_
@@ -24,7 +25,7 @@
 #include <limits>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "allocator/base/metadata_containers.h"
 #include "allocator/obs/bucket_advisor.h"
 
 namespace fragfree {
@@ -79,7 +80,7 @@ class SizeHistogram {
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;
   int bits_ = 0;
   uint64_t samples_ = 0;
-  absl::flat_hash_map<uint64_t, Entry> table_;
+  MetadataFlatHashMap<uint64_t, Entry> table_;
 };
 
 }  // namespace fragfree

@@ -1,3 +1,4 @@
+// TraceRing (trace.h). Thread-safety: the owner's lock.
 #include "allocator/obs/trace.h"
 
 #include <time.h>

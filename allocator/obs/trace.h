@@ -3,8 +3,9 @@
 // PyTorch's memory snapshots so they can become `device_traces`. Off by
 // default, and then a single predictable branch per call; when on, a record is
 // a timestamp and five stores into preallocated memory. When full, the oldest
-// entries are overwritten (and counted as dropped). Thread-safety: guarded by
-// the owning DeviceAllocator's lock.
+// entries are overwritten (and counted as dropped). The ring is on the
+// metadata arena; Entries() returns a copy on the caller's heap.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_OBS_TRACE_H_
 #define FRAGFREE_ALLOCATOR_OBS_TRACE_H_
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
 
 namespace fragfree {
@@ -54,7 +56,7 @@ class TraceRing {
  private:
   void Append(TraceAction action, uintptr_t addr, uint64_t size,
               StreamHandle stream, uint32_t context);
-  std::vector<TraceEntry> entries_;
+  MetadataVector<TraceEntry> entries_;
   size_t next_ = 0;
   size_t count_ = 0;
   uint64_t dropped_ = 0;

@@ -20,7 +20,8 @@
 //    use has completed.
 // Implementations: CudaVmmBackend (driver VMM), HostBackend (memfd + mmap),
 // SimulatedBackend (bookkeeping only, for replay), FaultInjectingBackend
-// (decorator). Thread-safety: implementations are not thread-safe; the owning
+// (decorator). Backends are MetadataObjects: `new` puts them on the metadata
+// arena. Thread-safety: implementations are not thread-safe; the owning
 // DeviceAllocator serialises calls under its lock.
 #ifndef FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
@@ -31,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
 
 namespace fragfree {
 
@@ -46,7 +48,7 @@ struct DeviceMemoryInfo {
   size_t free_bytes = 0;   // free on the device right now (all processes)
 };
 
-class PhysicalBackend {
+class PhysicalBackend : public MetadataObject {
  public:
   virtual ~PhysicalBackend() = default;
 

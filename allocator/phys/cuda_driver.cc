@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/metadata_arena.h"
 
 namespace fragfree {
 namespace {
@@ -59,8 +60,9 @@ absl::StatusOr<CudaDriver> Load() {
 }  // namespace
 
 absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
+  // On the metadata arena (its error message, if any, on the heap).
   static const absl::StatusOr<CudaDriver>* const loaded =
-      new absl::StatusOr<CudaDriver>(Load());
+      MetadataNew<absl::StatusOr<CudaDriver>>(Load());
   if (!loaded->ok()) return loaded->status();
   return &**loaded;
 }

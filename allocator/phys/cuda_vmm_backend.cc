@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(
                                         CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   size_t total = 0;
   FF_CU_RETURN_IF_ERROR(cu, cuDeviceTotalMem(&total, dev));
-  std::vector<int> accessors = {device};
+  MetadataVector<int> accessors = {device};
   for (int peer = 0; peer < count; ++peer) {
     if (peer == device) continue;
     CUdevice peer_dev;
@@ -70,8 +70,8 @@ absl::StatusOr<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(
 
 CudaVmmBackend::CudaVmmBackend(const CudaDriver* driver, int device,
                                CUcontext context, size_t granularity,
-                               size_t total_bytes, std::vector<int> accessors,
-                               bool rdma)
+                               size_t total_bytes,
+                               MetadataVector<int> accessors, bool rdma)
     : driver_(driver),
       device_(device),
       context_(context),

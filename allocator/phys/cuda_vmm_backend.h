@@ -8,8 +8,8 @@
 #define FRAGFREE_ALLOCATOR_PHYS_CUDA_VMM_BACKEND_H_
 
 #include <memory>
-#include <vector>
 
+#include "allocator/base/metadata_arena.h"
 #include "allocator/phys/backend.h"
 #include "allocator/phys/cuda_driver.h"
 
@@ -34,19 +34,19 @@ class CudaVmmBackend final : public PhysicalBackend {
 
   int device() const { return device_; }
   // Devices that may read and write this device's memory (itself first).
-  const std::vector<int>& accessors() const { return accessors_; }
+  const MetadataVector<int>& accessors() const { return accessors_; }
 
  private:
   CudaVmmBackend(const CudaDriver* driver, int device, CUcontext context,
                  size_t granularity, size_t total_bytes,
-                 std::vector<int> accessors, bool rdma);
+                 MetadataVector<int> accessors, bool rdma);
 
   const CudaDriver* driver_;
   const int device_;
   const CUcontext context_;
   const size_t granularity_;
   const size_t total_bytes_;
-  const std::vector<int> accessors_;
+  const MetadataVector<int> accessors_;
   const bool rdma_;
 };
 

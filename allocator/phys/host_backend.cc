@@ -194,7 +194,7 @@ absl::Status HostBackend::Unmap(uintptr_t va, size_t size) {
   // Unmap every mapping in [va, va+size); the range must be exactly covered.
   size_t covered = 0;
   auto it = mappings_.lower_bound(va);
-  std::vector<std::map<uintptr_t, uint64_t>::iterator> to_erase;
+  MetadataVector<decltype(mappings_)::iterator> to_erase;
   for (; it != mappings_.end() && it->first < va + size; ++it) {
     covered += handles_[it->second].size;
     to_erase.push_back(it);

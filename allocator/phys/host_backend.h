@@ -10,10 +10,9 @@
 #ifndef FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
 
-#include <map>
 #include <memory>
-#include <vector>
 
+#include "allocator/base/metadata_arena.h"
 #include "allocator/phys/backend.h"
 
 namespace fragfree {
@@ -52,11 +51,11 @@ class HostBackend final : public PhysicalBackend {
   const int fd_;
   const size_t capacity_;
   const size_t granularity_;
-  std::vector<bool> slot_used_;
-  std::map<uint64_t, HandleInfo> handles_;
+  MetadataVector<bool> slot_used_;
+  MetadataMap<uint64_t, HandleInfo> handles_;
   uint64_t next_handle_ = 1;
-  std::map<uintptr_t, size_t> reservations_;  // va -> size
-  std::map<uintptr_t, uint64_t> mappings_;    // va -> handle id
+  MetadataMap<uintptr_t, size_t> reservations_;  // va -> size
+  MetadataMap<uintptr_t, uint64_t> mappings_;    // va -> handle id
   size_t used_bytes_ = 0;
 };
 

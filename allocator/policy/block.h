@@ -8,6 +8,8 @@
 // Layout: 128 bytes, cache-line aligned; the first line holds what coalescing
 // and bin searches read of other blocks, the second the block's own
 // bookkeeping.
+// Blocks, their chunks and their `uses` lists are on the metadata arena
+// (base/metadata_arena.h), never on the program's heap.
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
 #define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
@@ -15,11 +17,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <new>
-#include <vector>
 
 #include "allocator/base/huge_pages.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
 
 namespace fragfree {
@@ -50,7 +51,7 @@ struct alignas(64) Block {
   size_t requested = 0;  // the caller's size while allocated, else 0
   // Extra streams that used the block (record_stream) while allocated; empty
   // for nearly every block, so kept out of line.
-  std::unique_ptr<std::vector<StreamHandle>> uses;
+  MetadataUniquePtr<MetadataVector<StreamHandle>> uses;
   uint64_t alloc_seq = 0;       // allocation order, for reports
   uint64_t free_seq = 0;        // when it last became free (same counter)
   Block* queue_prev = nullptr;  // reclaim index links
@@ -61,9 +62,9 @@ struct alignas(64) Block {
 };
 static_assert(sizeof(Block) == 128, "Block is two cache lines");
 
-// BlockPool: recycles Block objects so the hot path never calls the heap.
-// Blocks come in chunks that double up to 2 MiB (huge-page backed where the
-// kernel allows: base/huge_pages.h).
+// BlockPool: recycles Block objects so the hot path never allocates. Blocks
+// come in chunks that double up to 2 MiB, on the metadata arena (huge-page
+// backed where the kernel allows: base/huge_pages.h).
 class BlockPool {
  public:
   BlockPool() = default;
@@ -110,7 +111,7 @@ class BlockPool {
       free_ = &blocks[i];
     }
   }
-  std::vector<Chunk> chunks_;
+  MetadataVector<Chunk> chunks_;
   Block* free_ = nullptr;
 };
 

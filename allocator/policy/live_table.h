@@ -5,7 +5,8 @@
 // alloc/free churn at a steady live count the table never rehashes in place
 // (a tombstone table does, every few dozen frees near its load limit: a
 // latency spike of O(capacity)). The array doubles as the live count grows,
-// and is huge-page backed where the kernel allows (base/huge_pages.h).
+// and is on the metadata arena, huge-page backed where the kernel allows
+// (base/huge_pages.h).
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
 #define FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_

@@ -1,13 +1,14 @@
 // CudaEventSource: EventSource over CUDA events (cuEventCreate with timing
 // disabled), pooled so that recording costs one cuEventRecord. Runs with the
 // device's primary context current. IsCapturing asks cuStreamGetCaptureInfo.
+// The object and its pool are on the metadata arena.
 // Thread-safety: called under the DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_STREAM_CUDA_EVENT_SOURCE_H_
 #define FRAGFREE_ALLOCATOR_STREAM_CUDA_EVENT_SOURCE_H_
 
 #include <memory>
-#include <vector>
 
+#include "allocator/base/metadata_arena.h"
 #include "allocator/phys/cuda_driver.h"
 #include "allocator/stream/event_source.h"
 
@@ -29,7 +30,7 @@ class CudaEventSource final : public EventSource {
       : driver_(driver), context_(context) {}
   const CudaDriver* driver_;
   CUcontext context_;
-  std::vector<CUevent> idle_;
+  MetadataVector<CUevent> idle_;
 };
 
 }  // namespace fragfree

@@ -3,7 +3,8 @@
 // work is done without blocking; Synchronize blocks until it is. On a GPU these
 // are CUDA events (cuda_event_source.h); on the host backend there is no device
 // work, so events complete at once (HostEventSource) or when a test says so
-// (ManualEventSource).
+// (ManualEventSource). Event sources are MetadataObjects: `new` puts them on
+// the metadata arena.
 // Thread-safety: implementations are called under the DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_STREAM_EVENT_SOURCE_H_
 #define FRAGFREE_ALLOCATOR_STREAM_EVENT_SOURCE_H_
@@ -12,13 +13,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
 
 namespace fragfree {
 
 using EventId = uint64_t;
 
-class EventSource {
+class EventSource : public MetadataObject {
  public:
   virtual ~EventSource() = default;
   [[nodiscard]] virtual absl::StatusOr<EventId> Record(StreamHandle stream) = 0;

@@ -8,10 +8,9 @@
 #ifndef FRAGFREE_ALLOCATOR_STREAM_HOST_EVENT_SOURCE_H_
 #define FRAGFREE_ALLOCATOR_STREAM_HOST_EVENT_SOURCE_H_
 
-#include <map>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/stream/event_source.h"
 
 namespace fragfree {
@@ -46,10 +45,10 @@ class ManualEventSource final : public EventSource {
  private:
   mutable absl::Mutex mu_;
   EventId next_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<EventId, bool> done_ ABSL_GUARDED_BY(mu_);
-  std::map<StreamHandle, bool> capturing_ ABSL_GUARDED_BY(mu_);
+  MetadataMap<EventId, bool> done_ ABSL_GUARDED_BY(mu_);
+  MetadataMap<StreamHandle, bool> capturing_ ABSL_GUARDED_BY(mu_);
   int64_t records_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<StreamHandle, int64_t> records_on_ ABSL_GUARDED_BY(mu_);
+  MetadataMap<StreamHandle, int64_t> records_on_ ABSL_GUARDED_BY(mu_);
   int64_t synchronizes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

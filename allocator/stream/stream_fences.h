@@ -5,13 +5,12 @@
 // own, and once it completes those frees' last uses are known to be done.
 // Fences are recorded only on slow paths (reclaim, empty_cache), and waited on
 // only under memory pressure. See Note [Lazy fences] in docs/design.md.
+// Per-stream state and fence queues are on the metadata arena.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_
 #define FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_
 
-#include <deque>
-#include <vector>
-
+#include "allocator/base/metadata_arena.h"
 #include "allocator/stream/event_source.h"
 
 namespace fragfree {
@@ -64,13 +63,13 @@ class StreamFences {
     uint64_t completed = 0;  // every free stamped <= this is done
     bool unfenced = false;   // frees stamped since the last fence
     bool retired = false;    // handle destroyed: never used again
-    std::deque<Fence> in_flight;
+    MetadataDeque<Fence> in_flight;
   };
   absl::Status Poll(PerStream& s);
   absl::Status RecordFence(PerStream& s);
 
   EventSource* const events_;
-  std::vector<PerStream> streams_;
+  MetadataVector<PerStream> streams_;
   uint64_t fences_recorded_ = 0;
   uint64_t waits_ = 0;
 };

@@ -1,3 +1,5 @@
+// Arena (arena.h): carving, coalescing, mapping and unmapping pages under
+// blocks. Thread-safety: see arena.h.
 #include "allocator/va/arena.h"
 
 #include <algorithm>
@@ -58,7 +60,7 @@ namespace {
 // end), with the mask of the range's bits in that word, until fn returns
 // false. REQUIRES: first < end.
 template <typename Fn>
-void ForEachWord(const std::vector<uint64_t>& bits, size_t first, size_t end,
+void ForEachWord(const MetadataVector<uint64_t>& bits, size_t first, size_t end,
                  Fn&& fn) {
   const size_t last = end - 1;
   for (size_t w = first / 64; w <= last / 64; ++w) {
@@ -162,8 +164,7 @@ Block* Arena::Allocate(size_t size, size_t requested) {
 
 namespace {
 // Appends page `index` to `runs`, extending the last run when contiguous.
-void AddToRuns(std::vector<std::pair<uintptr_t, size_t>>* runs, uintptr_t addr,
-               size_t page_size) {
+void AddToRuns(VaRuns* runs, uintptr_t addr, size_t page_size) {
   if (runs == nullptr) return;
   if (!runs->empty() && runs->back().first + runs->back().second == addr) {
     runs->back().second += page_size;
@@ -179,14 +180,17 @@ bool Arena::HasPagesWithoutAccess(const Block* block) const {
   return it != without_access_.end() && *it < EndPage(block->end());
 }
 
-absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
-                             std::vector<std::pair<uintptr_t, size_t>>* runs) {
+absl::Status Arena::MapPages(const Block* block, PageList& pages,
+                             VaRuns* runs) {
   const size_t first = FirstPage(block->addr), end = EndPage(block->end());
   size_t next = 0;
-  std::vector<size_t> mapped_now;
+  // Scratch kept by the arena, so that mapping allocates nothing once warm.
+  MetadataVector<size_t>& mapped_now = scratch_mapped_;
+  mapped_now.clear();
   // Pages whose access this call sets: the ones it maps, and the ones a failed
   // undo kept mapped without access (see without_access_), in index order.
-  std::vector<size_t> set_up;
+  MetadataVector<size_t>& set_up = scratch_set_up_;
+  set_up.clear();
   absl::Status status;
   for (size_t p = first; p < end && status.ok(); ++p) {
     if (page_of_[p] != kNoPage) {
@@ -219,7 +223,7 @@ absl::Status Arena::MapPages(const Block* block, std::vector<PageId>& pages,
     // in without_access_: the next block placed over it goes through MapPages
     // again, which sets its access before the block is handed out (engine bug
     // 4 in docs/reliability.md). Pages already in without_access_ stay there.
-    std::vector<PageId> kept;
+    PageList kept;
     for (size_t p : mapped_now) {
       if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
         page_of_[p] = kNoPage;
@@ -309,7 +313,7 @@ size_t Arena::ReclaimablePages(const Block* block) const {
   return MappedIn(first, end);
 }
 
-absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
+absl::Status Arena::UnmapPage(size_t index, PageList* out) {
   if (absl::Status s = backend_->Unmap(base_ + index * page_size_, page_size_);
       !s.ok()) {
     return s;
@@ -322,9 +326,8 @@ absl::Status Arena::UnmapPage(size_t index, std::vector<PageId>* out) {
   return absl::OkStatus();
 }
 
-absl::Status Arena::UnmapFreePages(
-    const Block* block, size_t max_pages, std::vector<PageId>* out,
-    std::vector<std::pair<uintptr_t, size_t>>* runs) {
+absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
+                                   PageList* out, VaRuns* runs) {
   FF_CHECK(block->is_free(), "UnmapFreePages on a block in use");
   size_t first = EndPage(block->addr);
   size_t end = std::min(FirstPage(block->end()), mapped_end_);

@@ -11,18 +11,20 @@
 // be set (kept after a failed undo, see MapPages) is recorded, and MapPages
 // sets its access before any block over it is handed out. Free blocks holding
 // a whole mapped page are also in the device's ReclaimQueue or the arena's
-// RemainderBins (va/reclaim_queue.h). Thread-safety: guarded by the owning
-// DeviceAllocator's lock.
+// RemainderBins (va/reclaim_queue.h). The Arena object, its page tables and
+// its blocks are on the metadata arena (base/metadata_arena.h).
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 
 #include <algorithm>
 #include <memory>
-#include <vector>
+#include <utility>
 
-#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/metadata_arena.h"
+#include "allocator/base/metadata_containers.h"
 #include "allocator/phys/backend.h"
 #include "allocator/policy/block.h"
 #include "allocator/policy/free_index.h"
@@ -34,7 +36,10 @@ namespace fragfree {
 
 enum class ArenaKind : uint8_t { kSmall = 1, kLarge = 2 };
 
-class Arena {
+// VA ranges (address, bytes) mapped or unmapped by a call, for the trace.
+using VaRuns = MetadataVector<std::pair<uintptr_t, size_t>>;
+
+class Arena : public MetadataObject {
  public:
   // Reserves `va_size` bytes (a multiple of the granularity) of address space.
   static absl::StatusOr<std::unique_ptr<Arena>> Create(
@@ -67,9 +72,8 @@ class Arena {
   // ordinary cached page once the caller frees the block, set up again before
   // reuse), and is removed from `pages`. When `runs` is given, the VA ranges
   // newly mapped are appended to it.
-  absl::Status MapPages(
-      const Block* block, std::vector<PageId>& pages,
-      std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
+  absl::Status MapPages(const Block* block, PageList& pages,
+                        VaRuns* runs = nullptr);
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
   // epoch now (stream/stream_fences.h); `free_seq`, unless kKeepFreeSeq,
@@ -82,9 +86,8 @@ class Arena {
   // Unmaps up to `max_pages` whole pages inside free block `block`, appending
   // their ids to `out` (they are then the caller's, normally back to the pool).
   // When `runs` is given, the VA ranges unmapped are appended to it.
-  absl::Status UnmapFreePages(
-      const Block* block, size_t max_pages, std::vector<PageId>* out,
-      std::vector<std::pair<uintptr_t, size_t>>* runs = nullptr);
+  absl::Status UnmapFreePages(const Block* block, size_t max_pages,
+                              PageList* out, VaRuns* runs = nullptr);
   // Bytes of `block` that lie on mapped pages.
   size_t MappedBytes(const Block* block) const;
   bool IsFullyMapped(const Block* block) const {
@@ -177,7 +180,7 @@ class Arena {
       mapped_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
     }
   }
-  absl::Status UnmapPage(size_t index, std::vector<PageId>* out);
+  absl::Status UnmapPage(size_t index, PageList* out);
   size_t UnmappedPagesIn(uintptr_t addr, size_t size) const;
   // Free blocks examined when looking for an already mapped fit.
   static constexpr int kMappedSearchLimit = 256;
@@ -197,17 +200,21 @@ class Arena {
   FreeIndex free_index_;
   RemainderBins remainders_;
   QuickCache quick_;
-  std::vector<PageId> page_of_;  // by page index
+  MetadataVector<PageId> page_of_;  // by page index
   // Bit p: page p is mapped (page_of_[p] != kNoPage), so that page counts over
   // a range (placement, reclaim) are a few popcounts.
-  std::vector<uint64_t> mapped_bits_;
+  MetadataVector<uint64_t> mapped_bits_;
   size_t mapped_pages_ = 0;
   size_t mapped_end_ = 0;  // 1 + highest page index ever mapped
   // Mapped pages whose access is not known to be set: a Map or SetAccess
   // failed and so did the Unmap that should have undone it (almost always
   // empty). MapPages sets their access before a block over them is used;
   // unmapping a page removes it.
-  absl::btree_set<size_t> without_access_;
+  MetadataBtreeSet<size_t> without_access_;
+  // MapPages's lists of page indices (reused: no allocation per call once
+  // warm).
+  MetadataVector<size_t> scratch_mapped_;
+  MetadataVector<size_t> scratch_set_up_;
 };
 
 }  // namespace fragfree

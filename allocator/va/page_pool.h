@@ -2,21 +2,23 @@
 // of one device, shared by every stream and arena of that device. A page is
 // either mapped somewhere (owned by an arena) or idle here, ready to be mapped
 // without a cuMemCreate. The pool enforces the device's memory limit: it never
-// holds more than limit_bytes of handles. Thread-safety: guarded by the owning
-// DeviceAllocator's lock.
+// holds more than limit_bytes of handles. Its tables are on the metadata arena.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
 #define FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "absl/status/status.h"
+#include "allocator/base/metadata_arena.h"
 #include "allocator/phys/backend.h"
 
 namespace fragfree {
 
 using PageId = int32_t;  // index into the pool's handle table
 inline constexpr PageId kNoPage = -1;
+// Pages handed between the pool, arenas and the engine (on the metadata arena).
+using PageList = MetadataVector<PageId>;
 
 class PagePool {
  public:
@@ -48,10 +50,10 @@ class PagePool {
   PhysicalBackend* const backend_;
   const size_t page_size_;
   size_t limit_bytes_;
-  std::vector<PhysHandle> handles_;  // by PageId; value 0 once released
-  std::vector<PageId> idle_;
-  std::vector<PageId> unused_ids_;  // ids of released handles, for reuse
-  size_t created_ = 0;              // live handles (mapped + idle)
+  MetadataVector<PhysHandle> handles_;  // by PageId; value 0 once released
+  PageList idle_;
+  PageList unused_ids_;  // ids of released handles, for reuse
+  size_t created_ = 0;   // live handles (mapped + idle)
   uint64_t total_created_ = 0;
   uint64_t total_released_ = 0;
 };

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "allocator/base/metadata_arena.h"
 #include "allocator/host/host_conf.h"
-#include "allocator/host/metadata_arena.h"
 #include "allocator/host/pinned_allocator.h"
 #include "allocator/stream/host_event_source.h"
 #include "benchmark/benchmark.h"

@@ -6,9 +6,9 @@
 #  2. libfragfree.so contains no jemalloc code, does not depend on the
 #     companion, defines no allocation function and needs no static TLS, so it
 #     still dlopens (ctypes, torch's CUDAPluggableAllocator);
-#  3. dlopened, fragfree works and says why metadata is on operator new; with
-#     the companion loaded at start (LD_PRELOAD) metadata is on jemalloc, and
-#     the program's malloc stays glibc's.
+#  3. dlopened, fragfree works and says why metadata is on its mmap arena
+#     (not jemalloc); with the companion loaded at start (LD_PRELOAD) metadata
+#     is on jemalloc, and the program's malloc stays glibc's.
 # Usage: linkage_test.sh NM LIBFRAGFREE LIBCOMPANION
 set -euo pipefail
 nm_tool=$1 lib=$2 companion=$3
@@ -54,6 +54,8 @@ print(stats["metadata"], "|", stats["metadata_why_not_jemalloc"][:160])
 export FRAGFREE_CONF=backend:host FRAGFREE_HOST_CONF=emulate_populate:False
 out=$("$py" -c "$probe" "$lib") || fail "dlopen of libfragfree.so from python failed"
 echo "dlopened: metadata on $out"
+[[ "$out" == jemalloc* || "$out" == "fragfree mmap arena"* ]] ||
+  fail "metadata should be on jemalloc or fragfree's mmap arena, never the program's heap"
 out=$(LD_PRELOAD="$companion" "$py" -c "$probe" "$lib") || fail "python with the companion preloaded failed"
 echo "companion preloaded: metadata on $out"
 [[ "$out" == jemalloc* ]] || fail "with the companion loaded at start, metadata should be on jemalloc"

@@ -189,7 +189,7 @@ typedef struct ff_host_stats_t {
   int64_t allocs_without_pin; /* served from memory already pinned */
   int64_t events_recorded;
   int64_t metadata_bytes;       /* fragfree's host metadata now */
-  int32_t metadata_on_jemalloc; /* 1: private jemalloc arena; 0: operator new */
+  int32_t metadata_on_jemalloc; /* 1: private jemalloc arena; 0: mmap arena */
   int32_t cuda;                 /* 1: really pinned (CUDA); 0: emulated */
 } ff_host_stats_t;
 #define FF_HOST_STATS_VERSION 1

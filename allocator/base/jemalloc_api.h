@@ -6,8 +6,8 @@
  * jemalloc symbol is ever linked into libfragfree.so or a program.
  * Thread-safety: the table is immutable; every function is jemalloc's, and
  * thread-safe. */
-#ifndef FRAGFREE_ALLOCATOR_HOST_JEMALLOC_API_H_
-#define FRAGFREE_ALLOCATOR_HOST_JEMALLOC_API_H_
+#ifndef FRAGFREE_ALLOCATOR_BASE_JEMALLOC_API_H_
+#define FRAGFREE_ALLOCATOR_BASE_JEMALLOC_API_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,4 +45,4 @@ typedef const ff_jemalloc_api_t* (*ff_jemalloc_api_fn)(void);
 }
 #endif
 
-#endif /* FRAGFREE_ALLOCATOR_HOST_JEMALLOC_API_H_ */
+#endif /* FRAGFREE_ALLOCATOR_BASE_JEMALLOC_API_H_ */

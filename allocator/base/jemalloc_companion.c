@@ -1,14 +1,14 @@
 /* libff_jemalloc.so: fragfree's private jemalloc. Linked from a copy of
  * Debian's libjemalloc_pic.a whose public names (malloc, free, mallocx, ...)
  * were renamed to ffje_* and whose C++ operators (jemalloc_cpp.o) were dropped
- * (allocator/host/CMakeLists.txt), so this library defines no standard
+ * (allocator/base/CMakeLists.txt), so this library defines no standard
  * allocation function and cannot replace or be confused with the program's
  * malloc. It exports only ff_jemalloc_api() (jemalloc_api.h).
  * Thread-safety: the table is immutable; jemalloc is thread-safe. */
 #include <jemalloc/jemalloc.h> /* MALLOCX_* flag macros only */
 #include <stdint.h>
 
-#include "allocator/host/jemalloc_api.h"
+#include "allocator/base/jemalloc_api.h"
 
 /* The renamed entry points of the private archive. */
 void* ffje_mallocx(size_t size, int flags);
