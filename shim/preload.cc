@@ -171,7 +171,7 @@ void AfterForkInParent() {
 }
 void AfterForkInChild() {
   UnlockPinnedAfterFork();
-  UnlockStateAfterFork();
+  ResetStateLocksInForkChild();
   if (engine_used.load()) {
     // The parent's device memory, contexts and engine locks are not usable
     // here: forward everything, as if fragfree were absent.

@@ -145,6 +145,8 @@ class RelaxedCapture {
 
 void LockStateForFork();
 void UnlockStateAfterFork();
+// In the child after fork(): the locks LockStateForFork took, made anew.
+void ResetStateLocksInForkChild();
 void LockPinnedForFork();
 void UnlockPinnedAfterFork();
 

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <vector>
 
@@ -265,6 +266,17 @@ void LockStateForFork() {
 void UnlockStateAfterFork() {
   Registry().mu.unlock();
   Registry().in_use.unlock();
+}
+
+void ResetStateLocksInForkChild() {
+  // The child's only thread has a new kernel thread id, and glibc's rwlock
+  // takes a write unlock from a thread other than the writer for a read
+  // unlock: unlocking here would corrupt `in_use` and hang the next fork (a
+  // shell script that runs a program that forks). The child is single-threaded
+  // and nothing else holds the locks: make them anew, unlocked.
+  StreamRegistry& reg = Registry();
+  new (&reg.in_use) std::shared_mutex();
+  new (&reg.mu) std::mutex();
 }
 
 }  // namespace fragfree::preload

@@ -60,6 +60,9 @@ same_behaviour() {
 
 same_behaviour "/bin/true" /bin/true
 same_behaviour "plain C program" "$plain"
+# A fork in a fork: the preload's fork handlers must leave the child's locks
+# usable (they once hung the second fork).
+same_behaviour "fork chain" timeout 20 "$plain" --fork-chain 3
 same_behaviour "/bin/sh -c" /bin/sh -c 'echo shell; ls / >/dev/null'
 if [[ -x /usr/bin/python3 ]]; then
   same_behaviour "python3 -c print(1)" /usr/bin/python3 -c 'print(1)'

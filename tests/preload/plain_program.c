@@ -1,11 +1,15 @@
 /* A program that never uses CUDA, for the "preloading is harmless" test:
  * it mallocs and prints. --getenv VAR prints a variable of its environment;
- * --dlopen LIB loads a library first (as ctypes does for fragfree.enable()).
+ * --dlopen LIB loads a library first (as ctypes does for fragfree.enable());
+ * --fork-chain N forks a child that forks a child ... N deep, each waiting for
+ * its own (a shell script that runs a program that forks does this).
  * Thread-safety: single-threaded. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -14,6 +18,22 @@ int main(int argc, char** argv) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         return 2;
       }
+    } else if (strcmp(argv[i], "--fork-chain") == 0) {
+      int depth = atoi(argv[i + 1]);
+      int level = 0;
+      while (level < depth) {
+        pid_t child = fork();
+        if (child < 0) return 4;
+        if (child > 0) {
+          int status = 0;
+          if (waitpid(child, &status, 0) != child) return 5;
+          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 6;
+          break;
+        }
+        ++level; /* in the child: go one deeper */
+      }
+      if (level > 0) _exit(0);
+      printf("forked %d deep\n", depth);
     } else if (strcmp(argv[i], "--getenv") == 0) {
       const char* v = getenv(argv[i + 1]);
       printf("%s=%s\n", argv[i + 1], v != NULL ? v : "(unset)");
