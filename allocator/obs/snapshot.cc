@@ -211,6 +211,12 @@ const char* StateName(BlockState s) {
   return "inactive";
 }
 
+// Allocated or waiting for its streams; a cached block is free memory outside
+// the engine (DeviceAllocator::Arenas() reports it as free).
+bool Live(BlockState s) {
+  return s == BlockState::kAllocated || s == BlockState::kPendingFree;
+}
+
 // A contiguous mapped range [lo, hi) of `arena`, whose blocks start at
 // arena->blocks[first] (blocks are in address order and tile the VA).
 struct Range {
@@ -255,9 +261,7 @@ void ForEachBlock(const Range& r, F f) {
     if (start >= end) continue;
     const int64_t size = int64_t(end - start);
     const int64_t requested =
-        b.state != BlockState::kFree
-            ? std::min<int64_t>(int64_t(b.requested), size)
-            : size;
+        Live(b.state) ? std::min<int64_t>(int64_t(b.requested), size) : size;
     f(start, size, requested, b.state);
   }
 }
@@ -267,7 +271,7 @@ void WriteSegment(W& w, int device, const Range& r) {
   int64_t allocated = 0, active = 0, requested = 0;
   ForEachBlock(r, [&](uintptr_t, int64_t size, int64_t req, BlockState s) {
     if (s == BlockState::kAllocated) allocated += size;
-    if (s != BlockState::kFree) {
+    if (Live(s)) {
       active += size;
       requested += req;
     }

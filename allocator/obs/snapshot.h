@@ -35,15 +35,6 @@ std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
                              const std::vector<TraceEntry>& trace = {});
 
-// The former writers (a Value tree, then ToJson / ToPickle), kept only until
-// the test comparing them with the writers above has run.
-std::string LegacySnapshotToJson(int device,
-                                 const std::vector<ArenaView>& arenas,
-                                 const std::vector<TraceEntry>& trace = {});
-std::string LegacySnapshotToPickle(int device,
-                                   const std::vector<ArenaView>& arenas,
-                                   const std::vector<TraceEntry>& trace = {});
-
 }  // namespace fragfree
 
 #endif  // FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
