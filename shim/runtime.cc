@@ -188,7 +188,7 @@ void DumpSnapshotsAtExit() {
 absl::Status DumpSnapshot(int device, const std::string& path) {
   DeviceAllocator* d = Runtime::Get().Existing(device);
   std::vector<ArenaView> arenas;
-  std::vector<TraceEntry> trace;
+  TraceLog trace;
   if (d != nullptr) {
     arenas = d->Arenas();
     trace = d->Trace();

@@ -323,7 +323,7 @@ void WriteSegment(W& w, int device, const Range& r) {
 }
 
 template <class W>
-void WriteTraceEntry(W& w, const TraceEntry& e) {
+void WriteTraceEvent(W& w, const TraceEvent& e) {
   w.BeginDict();
   w.Key("action");
   w.String(TraceActionName(e.action));
@@ -342,7 +342,7 @@ void WriteTraceEntry(W& w, const TraceEntry& e) {
 
 template <class W>
 void Write(W& w, int device, const std::vector<ArenaView>& arenas,
-           const std::vector<TraceEntry>& trace) {
+           const TraceLog& trace) {
   w.Begin();
   w.BeginDict();
   w.Key("segments");
@@ -360,10 +360,10 @@ void Write(W& w, int device, const std::vector<ArenaView>& arenas,
   }
   w.Item();
   w.BeginList();
-  for (const TraceEntry& e : trace) {
+  trace.ForEach([&w](const TraceEvent& e) {
     w.Item();
-    WriteTraceEntry(w, e);
-  }
+    WriteTraceEvent(w, e);
+  });
   w.EndList();
   w.EndList();
   w.EndDict();
@@ -372,7 +372,7 @@ void Write(W& w, int device, const std::vector<ArenaView>& arenas,
 
 std::string ToString(SnapshotFormat format, int device,
                      const std::vector<ArenaView>& arenas,
-                     const std::vector<TraceEntry>& trace) {
+                     const TraceLog& trace) {
   // Reserved once: a little more than a snapshot takes (pages reserved but
   // never written are never touched).
   size_t blocks = 0;
@@ -389,8 +389,7 @@ std::string ToString(SnapshotFormat format, int device,
 }  // namespace
 
 bool WriteSnapshot(SnapshotFormat format, int device,
-                   const std::vector<ArenaView>& arenas,
-                   const std::vector<TraceEntry>& trace,
+                   const std::vector<ArenaView>& arenas, const TraceLog& trace,
                    absl::FunctionRef<bool(std::string_view)> write) {
   Out out(write);
   if (format == SnapshotFormat::kPickle) {
@@ -404,12 +403,12 @@ bool WriteSnapshot(SnapshotFormat format, int device,
 }
 
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
-                           const std::vector<TraceEntry>& trace) {
+                           const TraceLog& trace) {
   return ToString(SnapshotFormat::kJson, device, arenas, trace);
 }
 
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
-                             const std::vector<TraceEntry>& trace) {
+                             const TraceLog& trace) {
   return ToString(SnapshotFormat::kPickle, device, arenas, trace);
 }
 

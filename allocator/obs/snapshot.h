@@ -26,14 +26,13 @@ enum class SnapshotFormat { kJson, kPickle };
 // to `write` in pieces of at most 64 KiB; it returns false to stop (a failed
 // write), and so does WriteSnapshot then.
 bool WriteSnapshot(SnapshotFormat format, int device,
-                   const std::vector<ArenaView>& arenas,
-                   const std::vector<TraceEntry>& trace,
+                   const std::vector<ArenaView>& arenas, const TraceLog& trace,
                    absl::FunctionRef<bool(std::string_view)> write);
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
-                           const std::vector<TraceEntry>& trace = {});
+                           const TraceLog& trace = {});
 // The pickle (protocol 2, only the opcodes MemoryViz's unpickler accepts).
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
-                             const std::vector<TraceEntry>& trace = {});
+                             const TraceLog& trace = {});
 
 }  // namespace fragfree
 

@@ -2,6 +2,13 @@
 
 #include <time.h>
 
+#include <cstdio>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace fragfree {
 
 const char* TraceActionName(TraceAction action) {
@@ -22,45 +29,93 @@ const char* TraceActionName(TraceAction action) {
   return "unknown";
 }
 
+uint64_t TraceTicksSlow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
+}
+
+bool TraceTscUsable() {
+#if defined(__x86_64__)
+  static const bool usable = [] {
+    // CPUID 0x80000007 EDX bit 8: invariant TSC. Hypervisors often hide the
+    // bit while the kernel, having checked the TSC, still keeps time with it.
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8))) {
+      return true;
+    }
+    FILE* f = fopen(
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        "re");
+    if (f == nullptr) return false;
+    char name[16] = {};
+    const bool tsc =
+        fgets(name, sizeof(name), f) != nullptr && strcmp(name, "tsc\n") == 0;
+    fclose(f);
+    return tsc;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+TraceClockReading TraceClockReading::Now(bool tsc) {
+  // The ticks halfway through reading the Unix time.
+  const uint64_t before = TraceTicks(tsc);
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t after = TraceTicks(tsc);
+  TraceClockReading r;
+  r.ticks = before + (after - before) / 2;
+  r.unix_ns = int64_t(ts.tv_sec) * 1000000000 + int64_t(ts.tv_nsec);
+  return r;
+}
+
 void TraceRing::Resize(size_t capacity) {
   entries_.assign(capacity, TraceEntry{});
   entries_.shrink_to_fit();
-  next_ = count_ = 0;
-  dropped_ = 0;
+  next_ = capacity > 0 ? entries_.data() : nullptr;
+  end_ = entries_.data() + capacity;
+  written_ = 0;
+  tsc_ = TraceTscUsable();
+  readings_.assign(1, TraceClockReading::Now(tsc_));
 }
 
 void TraceRing::Clear() {
-  next_ = count_ = 0;
-  dropped_ = 0;
+  if (next_ != nullptr) next_ = entries_.data();
+  written_ = 0;
+  // Events from now on come after the last reading.
+  if (readings_.size() > 1)
+    readings_.erase(readings_.begin(), readings_.end() - 1);
 }
 
-void TraceRing::Append(TraceAction action, uintptr_t addr, uint64_t size,
-                       StreamHandle stream, uint32_t context) {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  TraceEntry& e = entries_[next_];
-  e.time_us = uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.context = context;
-  e.action = action;
-  next_ = next_ + 1 == entries_.size() ? 0 : next_ + 1;
-  if (count_ < entries_.size()) {
-    ++count_;
-  } else {
-    ++dropped_;
+TraceLog TraceRing::Copy() const {
+  TraceLog log;
+  if (readings_.empty()) return log;  // never resized
+  readings_.push_back(TraceClockReading::Now(tsc_));
+  if (written_ == 0) {
+    readings_.erase(readings_.begin(), readings_.end() - 1);
+    log.readings = readings_;
+    return log;
   }
-}
-
-std::vector<TraceEntry> TraceRing::Entries() const {
-  std::vector<TraceEntry> out;
-  out.reserve(count_);
-  size_t start = count_ < entries_.size() ? 0 : next_;
-  for (size_t i = 0; i < count_; ++i) {
-    out.push_back(entries_[(start + i) % entries_.size()]);
+  // Once the ring has wrapped, the oldest entries run from next_ to the end.
+  const TraceEntry* begin = entries_.data();
+  const TraceEntry* next = next_;
+  const TraceEntry* end = end_;
+  const bool wrapped = written_ >= entries_.size();
+  log.entries.reserve(wrapped ? entries_.size() : written_);
+  if (wrapped) log.entries.assign(next, end);
+  log.entries.insert(log.entries.end(), begin, next);
+  // Readings older than the one just before the oldest entry are not needed.
+  const uint64_t oldest = log.entries.front().ticks();
+  size_t drop = 0;
+  while (drop + 2 < readings_.size() && readings_[drop + 1].ticks <= oldest) {
+    ++drop;
   }
-  return out;
+  readings_.erase(readings_.begin(), readings_.begin() + drop);
+  log.readings = readings_;
+  return log;
 }
 
 }  // namespace fragfree

@@ -70,7 +70,7 @@ void BM_CopyTraceAndArenas(benchmark::State& state) {
     auto trace = a.Trace();
     events = trace.size();
     benchmark::DoNotOptimize(arenas.data());
-    benchmark::DoNotOptimize(trace.data());
+    benchmark::DoNotOptimize(trace.entries.data());
   }
   Report(state, events, 0);
 }

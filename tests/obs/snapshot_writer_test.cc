@@ -83,19 +83,34 @@ std::vector<ArenaView> RandomArenas(std::mt19937_64& rng) {
   return arenas;
 }
 
-std::vector<TraceEntry> RandomTrace(std::mt19937_64& rng) {
-  std::vector<TraceEntry> trace(rng() % 3 == 0 ? 0 : rng() % 500);
-  uint64_t t = 1700000000000000 + rng() % 1000000;
-  for (TraceEntry& e : trace) {
-    t += rng() % 100;
-    e.time_us = t;
+// `n` events on a 2 GHz clock (0.5 ns a tick), with `expected` the events
+// worked out here: times from the ticks, never decreasing when a tick goes
+// back (as counters read on two cores can).
+TraceLog RandomTrace(std::mt19937_64& rng, size_t n,
+                     std::vector<TraceEvent>* expected) {
+  TraceLog log;
+  const uint64_t t0 = (rng() % (uint64_t{1} << 40)) * 256;
+  const int64_t ns0 = 1700000000000000000 + int64_t(rng() % 1000000000000000);
+  int64_t k = 0, last_us = 0;
+  for (size_t i = 0; i < n; ++i) {
+    k = rng() % 8 == 0 && k > 0 ? k - 1 : k + int64_t(rng() % 40);
+    TraceEntry e;
+    const TraceAction action = TraceAction(rng() % 6);
+    e.stamp = TraceEntry::Stamp(t0 + 256 * uint64_t(k), action);
     e.addr = Number(rng);
     e.size = Number(rng);
     e.stream = rng() % 2 == 0 ? Number(rng) : 0;
-    e.context = uint32_t(rng());
-    e.action = TraceAction(rng() % 6);
+    log.entries.push_back(e);
+    last_us = std::max(last_us, (ns0 + 128 * k) / 1000);
+    expected->push_back({action, e.addr, e.size, e.stream, last_us});
   }
-  return trace;
+  k += 1 + int64_t(rng() % 1000);
+  log.readings = {{t0, ns0}, {t0 + 256 * uint64_t(k), ns0 + 128 * k}};
+  return log;
+}
+
+TraceLog RandomTrace(std::mt19937_64& rng, std::vector<TraceEvent>* expected) {
+  return RandomTrace(rng, rng() % 3 == 0 ? 0 : rng() % 500, expected);
 }
 
 constexpr char kCheck[] = R"py(
@@ -146,9 +161,9 @@ for i in range(0, len(a), 4):
 )py";
 
 // The trace's events in the JSON the writer should produce.
-std::string ExpectedTraceJson(const std::vector<TraceEntry>& trace) {
+std::string ExpectedTraceJson(const std::vector<TraceEvent>& trace) {
   std::string out = "[";
-  for (const TraceEntry& e : trace) {
+  for (const TraceEvent& e : trace) {
     absl::StrAppend(&out, out.size() > 1 ? "," : "", "{\"action\":\"",
                     TraceActionName(e.action), "\",\"",
                     e.action == TraceAction::kOom ? "device_free" : "addr",
@@ -168,9 +183,10 @@ TEST(SnapshotWriter, RandomStatesReadBackInPython) {
   for (int i = 0; i < 200; ++i) {
     const int device = int(rng() % 4);
     const std::vector<ArenaView> arenas = RandomArenas(rng);
-    const std::vector<TraceEntry> trace = RandomTrace(rng);
+    std::vector<TraceEvent> events;
+    const TraceLog trace = RandomTrace(rng, &events);
     const std::string json = SnapshotToJson(device, arenas, trace);
-    const std::string expected = ExpectedTraceJson(trace);
+    const std::string expected = ExpectedTraceJson(events);
     ASSERT_GE(json.size(), expected.size());
     ASSERT_EQ(json.substr(json.size() - expected.size()), expected)
         << "state " << i;
@@ -193,11 +209,8 @@ TEST(SnapshotWriter, RandomStatesReadBackInPython) {
 
 TEST(SnapshotWriter, TheSameBytesInPiecesOfAtMost64KiB) {
   std::mt19937_64 rng(7);
-  std::vector<TraceEntry> trace;
-  for (int i = 0; i < 20; ++i) {
-    std::vector<TraceEntry> more = RandomTrace(rng);
-    trace.insert(trace.end(), more.begin(), more.end());
-  }
+  std::vector<TraceEvent> events;
+  const TraceLog trace = RandomTrace(rng, 5000, &events);
   const std::vector<ArenaView> arenas = RandomArenas(rng);
   for (SnapshotFormat format :
        {SnapshotFormat::kPickle, SnapshotFormat::kJson}) {
@@ -219,11 +232,8 @@ TEST(SnapshotWriter, TheSameBytesInPiecesOfAtMost64KiB) {
 
 TEST(SnapshotWriter, StopsAtAFailedWrite) {
   std::mt19937_64 rng(3);
-  std::vector<TraceEntry> trace;
-  while (trace.size() < 5000) {
-    std::vector<TraceEntry> more = RandomTrace(rng);
-    trace.insert(trace.end(), more.begin(), more.end());
-  }
+  std::vector<TraceEvent> events;
+  const TraceLog trace = RandomTrace(rng, 5000, &events);
   size_t calls = 0;
   EXPECT_FALSE(WriteSnapshot(SnapshotFormat::kJson, 0, {}, trace,
                              [&](std::string_view) { return ++calls > 1; }));
