@@ -451,11 +451,14 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
 
 void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
                                          uintptr_t addr, size_t size,
-                                         size_t requested) {
+                                         size_t requested, bool traced) {
   const int pool = PoolOf(arena->kind());
   stats_.active.Decrease(pool, 1);
   stats_.active_bytes.Decrease(pool, int64_t(size));
-  trace_.Record(TraceAction::kFreeCompleted, addr, requested, arena->stream());
+  if (!traced) {
+    trace_.Record(TraceAction::kFreeCompleted, addr, requested,
+                  arena->stream());
+  }
   const uint64_t epoch = fences_.StampFree(arena->stream_slot());
   const uint64_t seq = ++alloc_seq_;
   if (arena->quick().Push(block, addr, size, epoch, seq)) return;
@@ -561,19 +564,22 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   stats_.allocation.Decrease(pool, 1);
   stats_.allocated_bytes.Decrease(pool, int64_t(size));
   stats_.requested_bytes.Decrease(pool, int64_t(requested));
-  if (trace_.enabled()) {
-    trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream(),
-                  CurrentTraceContext());
-  }
+  // The caller's tag (a thread-local read) only when tracing.
+  const uint32_t context = trace_.enabled() ? CurrentTraceContext() : 0;
   if (!entry.has_uses || block->uses->empty()) {
+    // Requested and completed at once: one clock read for both.
+    trace_.Record(TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
+                  addr, requested, arena->stream(), context);
     if (entry.has_uses) block->uses.reset();
-    ReturnBlockToArena(block, arena, addr, size, requested);
+    ReturnBlockToArena(block, arena, addr, size, requested, /*traced=*/true);
     // The last block of a retired stream's arena: release the arena (an error
     // leaves it for a later try; the Free itself succeeded).
     if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
     return absl::OkStatus();
   }
   // It becomes reusable once the other streams' work completes.
+  trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream(),
+                context);
   block->state = BlockState::kPendingFree;
   block->uses.reset();
   pending_.push_back(PendingFree{block, std::move(events)});
@@ -837,9 +843,9 @@ void DeviceAllocator::SetTraceEntries(size_t entries) {
   trace_.Resize(entries);
 }
 
-std::vector<TraceEntry> DeviceAllocator::Trace() const {
+TraceLog DeviceAllocator::Trace() const {
   MutexLock lock(&mu_);
-  return trace_.Entries();
+  return trace_.Copy();
 }
 
 OomInfo DeviceAllocator::last_oom() const {

@@ -118,7 +118,9 @@ class DeviceAllocator : public MetadataObject {
   // Trace ring buffer of alloc/free/map/unmap/oom events: `entries` = 0 turns
   // it off (the default unless the trace_entries option is set).
   void SetTraceEntries(size_t entries) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<TraceEntry> Trace() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The ring's events, oldest first: a copy, taken under the lock (two
+  // memcpys); their times are worked out when read (TraceLog::ForEach).
+  TraceLog Trace() const ABSL_LOCKS_EXCLUDED(mu_);
 
   DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
@@ -205,10 +207,11 @@ class DeviceAllocator : public MetadataObject {
   absl::Status Reclaim(size_t want, bool wait, PageList* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block's last use is done: into its arena's quick cache or released.
-  // The second form takes what the caller knows, to leave the block unread.
+  // The second form takes what the caller knows, to leave the block unread;
+  // `traced`: the caller has recorded free_completed.
   void ReturnBlockToArena(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReturnBlockToArena(Block* block, Arena* arena, uintptr_t addr,
-                          size_t size, size_t requested)
+                          size_t size, size_t requested, bool traced = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases the arenas of retired slots that hold no allocated or pending
   // block (and whose graph pool, if any, is released); a slot left without

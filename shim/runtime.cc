@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 #include "absl/strings/str_format.h"
 #include "allocator/obs/snapshot.h"
@@ -187,21 +188,24 @@ void DumpSnapshotsAtExit() {
 absl::Status DumpSnapshot(int device, const std::string& path) {
   DeviceAllocator* d = Runtime::Get().Existing(device);
   std::vector<ArenaView> arenas;
-  std::vector<TraceEntry> trace;
+  TraceLog trace;
   if (d != nullptr) {
     arenas = d->Arenas();
     trace = d->Trace();
   }
   const bool json =
       path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  std::string bytes = json ? SnapshotToJson(device, arenas, trace)
-                           : SnapshotToPickle(device, arenas, trace);
   FILE* f = fopen(path.c_str(), "wb");
   if (f == nullptr) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "cannot write the snapshot to %s: %s", path, strerror(errno)));
   }
-  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  // Streamed to the file: never the whole snapshot in memory.
+  bool ok =
+      WriteSnapshot(json ? SnapshotFormat::kJson : SnapshotFormat::kPickle,
+                    device, arenas, trace, [f](std::string_view s) {
+                      return fwrite(s.data(), 1, s.size(), f) == s.size();
+                    });
   ok = fclose(f) == 0 && ok;
   if (!ok) {
     return absl::InternalError(

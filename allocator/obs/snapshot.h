@@ -2,29 +2,37 @@
 // (reference/pytorch_allocator.md §2): one segment per contiguous mapped range
 // (as PyTorch does for expandable segments), blocks clipped to it so that they
 // tile it exactly, and device_traces with one list per device. Written as JSON
-// here; the Python side and fragfree-replay turn it into a pickle MemoryViz
-// reads. Thread-safety: pure functions over views.
+// or as a pickle that torch.cuda._memory_viz and MemoryViz open, straight from
+// the views and the trace into a buffer that is handed on in pieces (a file, a
+// string): no tree, nothing allocated per block or event.
+// Thread-safety: pure functions over views.
 #ifndef FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
 #define FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/trace.h"
-#include "allocator/obs/value.h"
 
 namespace fragfree {
 
+enum class SnapshotFormat { kJson, kPickle };
+
 // {"segments": [...], "device_traces": [[], ..., [trace]]} for `device`: one
-// list per device up to this one, this device's holding `trace`.
-Value SnapshotValue(int device, const std::vector<ArenaView>& arenas,
-                    const std::vector<TraceEntry>& trace = {});
+// list per device up to this one, this device's holding `trace`. The bytes go
+// to `write` in pieces of at most 64 KiB; it returns false to stop (a failed
+// write), and so does WriteSnapshot then.
+bool WriteSnapshot(SnapshotFormat format, int device,
+                   const std::vector<ArenaView>& arenas, const TraceLog& trace,
+                   absl::FunctionRef<bool(std::string_view)> write);
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
-                           const std::vector<TraceEntry>& trace = {});
-// The same as a pickle that torch.cuda._memory_viz and MemoryViz open.
+                           const TraceLog& trace = {});
+// The pickle (protocol 2, only the opcodes MemoryViz's unpickler accepts).
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
-                             const std::vector<TraceEntry>& trace = {});
+                             const TraceLog& trace = {});
 
 }  // namespace fragfree
 

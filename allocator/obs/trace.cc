@@ -3,6 +3,15 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace fragfree {
 
 const char* TraceActionName(TraceAction action) {
@@ -23,45 +32,143 @@ const char* TraceActionName(TraceAction action) {
   return "unknown";
 }
 
+uint64_t TraceTicksSlow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
+}
+
+bool TraceTscUsable() {
+#if defined(__x86_64__)
+  static const bool usable = [] {
+    // CPUID 0x80000007 EDX bit 8: invariant TSC. Hypervisors often hide the
+    // bit while the kernel, having checked the TSC, still keeps time with it.
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8))) {
+      return true;
+    }
+    FILE* f = fopen(
+        "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        "re");
+    if (f == nullptr) return false;
+    char name[16] = {};
+    const bool tsc =
+        fgets(name, sizeof(name), f) != nullptr && strcmp(name, "tsc\n") == 0;
+    fclose(f);
+    return tsc;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+TraceClockReading TraceClockReading::Now(bool tsc) {
+  // The ticks halfway through reading the Unix time.
+  const uint64_t before = TraceTicks(tsc);
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const uint64_t after = TraceTicks(tsc);
+  TraceClockReading r;
+  r.ticks = before + (after - before) / 2;
+  r.unix_ns = int64_t(ts.tv_sec) * 1000000000 + int64_t(ts.tv_nsec);
+  return r;
+}
+
+namespace {
+// The ring starts this small and doubles as events arrive.
+constexpr size_t kFirstEntries = 4096;
+}  // namespace
+
 void TraceRing::Resize(size_t capacity) {
-  entries_.assign(capacity, TraceEntry{});
+  capacity_ = capacity;
+  entries_.clear();
   entries_.shrink_to_fit();
-  next_ = count_ = 0;
-  dropped_ = 0;
+  contexts_.clear();
+  contexts_.shrink_to_fit();
+  next_ = end_ = nullptr;
+  written_ = 0;
+  if (capacity > 0) {
+    entries_.resize(std::min(capacity, kFirstEntries));
+    next_ = entries_.data();
+    end_ = entries_.data() + entries_.size();
+  }
+  tsc_ = TraceTscUsable();
+  readings_.assign(1, TraceClockReading::Now(tsc_));
+}
+
+TraceEntry* TraceRing::Advance() {
+  const size_t old = entries_.size();
+  if (old < capacity_) {
+    const size_t grown = old > capacity_ / 2 ? capacity_ : old * 2;
+    try {
+      entries_.resize(grown);
+      if (!contexts_.empty()) contexts_.resize(grown, 0);
+      end_ = entries_.data() + entries_.size();
+      return entries_.data() + old;
+    } catch (const std::bad_alloc&) {
+      // No memory to grow: the ring stays this size.
+      entries_.resize(old);
+      if (!contexts_.empty()) contexts_.resize(old);
+      capacity_ = old;
+      end_ = entries_.data() + old;
+    }
+  }
+  return entries_.data();
+}
+
+void TraceRing::SetContext(size_t index, uint32_t context) {
+  if (contexts_.empty()) {
+    try {
+      contexts_.assign(entries_.size(), 0);
+    } catch (const std::bad_alloc&) {
+      return;  // the event keeps no context
+    }
+  }
+  contexts_[index] = context;
 }
 
 void TraceRing::Clear() {
-  next_ = count_ = 0;
-  dropped_ = 0;
+  if (next_ != nullptr) next_ = entries_.data();
+  written_ = 0;
+  // Events from now on come after the last reading.
+  if (readings_.size() > 1)
+    readings_.erase(readings_.begin(), readings_.end() - 1);
 }
 
-void TraceRing::Append(TraceAction action, uintptr_t addr, uint64_t size,
-                       StreamHandle stream, uint32_t context) {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  TraceEntry& e = entries_[next_];
-  e.time_us = uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-  e.addr = addr;
-  e.size = size;
-  e.stream = stream;
-  e.context = context;
-  e.action = action;
-  next_ = next_ + 1 == entries_.size() ? 0 : next_ + 1;
-  if (count_ < entries_.size()) {
-    ++count_;
-  } else {
-    ++dropped_;
+TraceLog TraceRing::Copy() const {
+  TraceLog log;
+  if (readings_.empty()) return log;  // never resized
+  readings_.push_back(TraceClockReading::Now(tsc_));
+  if (written_ == 0) {
+    readings_.erase(readings_.begin(), readings_.end() - 1);
+    log.readings.assign(readings_.begin(), readings_.end());
+    return log;
   }
-}
-
-std::vector<TraceEntry> TraceRing::Entries() const {
-  std::vector<TraceEntry> out;
-  out.reserve(count_);
-  size_t start = count_ < entries_.size() ? 0 : next_;
-  for (size_t i = 0; i < count_; ++i) {
-    out.push_back(entries_[(start + i) % entries_.size()]);
+  // Once the ring has wrapped, the oldest entries run from next_ to the end.
+  const TraceEntry* begin = entries_.data();
+  const TraceEntry* next = next_;
+  const TraceEntry* end = end_;
+  const bool wrapped = written_ >= entries_.size();
+  log.entries.reserve(wrapped ? entries_.size() : written_);
+  if (wrapped) log.entries.assign(next, end);
+  log.entries.insert(log.entries.end(), begin, next);
+  if (!contexts_.empty()) {
+    const uint32_t* cbegin = contexts_.data();
+    const size_t n = size_t(next - begin);
+    log.contexts.reserve(log.entries.size());
+    if (wrapped) log.contexts.assign(cbegin + n, cbegin + contexts_.size());
+    log.contexts.insert(log.contexts.end(), cbegin, cbegin + n);
   }
-  return out;
+  // Readings older than the one just before the oldest entry are not needed.
+  const uint64_t oldest = log.entries.front().ticks();
+  size_t drop = 0;
+  while (drop + 2 < readings_.size() && readings_[drop + 1].ticks <= oldest) {
+    ++drop;
+  }
+  readings_.erase(readings_.begin(), readings_.begin() + drop);
+  log.readings.assign(readings_.begin(), readings_.end());
+  return log;
 }
 
 }  // namespace fragfree

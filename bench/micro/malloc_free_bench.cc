@@ -5,6 +5,7 @@
 // timed on its own and p50/p99 are reported as counters (ns), beside the mean.
 // Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or
 // cuda. Engine options: FRAGFREE_BENCH_CONF (FRAGFREE_CONF syntax).
+// BM_TraceCost*: the trace ring's cost, off and on in turns in one process.
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -124,15 +125,87 @@ void RunPairs(benchmark::State& state, size_t (*size_of)(std::mt19937_64&)) {
   for (void* p : live) a->Free(p).IgnoreError();
 }
 
+// What the trace ring costs, measured against noise: two allocators, the
+// trace ring off in one and on (1M entries) in the other, take turns at 256
+// free+alloc pairs each, on the same sequence. Counters: ns per pair of each
+// (mean) and on/off, the median over the turns of each turn pair's ratio.
+void RunTraceCost(benchmark::State& state,
+                  size_t (*size_of)(std::mt19937_64&)) {
+  const size_t live_count = size_t(state.range(0));
+  std::unique_ptr<DeviceAllocator> a[2] = {MakeAllocator(), MakeAllocator()};
+  a[1]->SetTraceEntries(1000000);
+  a[0]->SetTraceEntries(0);
+  std::vector<void*> live[2];
+  std::mt19937_64 rng(42);
+  const size_t kSequence = 1 << 16;
+  std::vector<size_t> sizes(kSequence + live_count), slots(kSequence);
+  for (size_t& s : sizes) s = size_of(rng);
+  for (size_t& s : slots) s = rng() % live_count;
+  for (int k = 0; k < 2; ++k) {
+    for (size_t j = 0; j < live_count; ++j) {
+      live[k].push_back(*a[k]->Malloc(sizes[kSequence + j], 0));
+    }
+  }
+  constexpr size_t kTurn = 256;
+  uint64_t total[2] = {0, 0};
+  std::vector<double> ratios;
+  size_t i = 0, pairs = 0;
+  auto wall0 = std::chrono::steady_clock::now();
+  uint64_t tsc0 = __rdtsc();
+  for (auto _ : state) {
+    uint64_t ticks[2];
+    for (int k = 0; k < 2; ++k) {
+      DeviceAllocator& d = *a[k];
+      const uint64_t t0 = __rdtsc();
+      for (size_t j = 0; j < kTurn; ++j) {
+        const size_t n = (i + j) % kSequence;
+        void*& p = live[k][slots[n]];
+        d.Free(p).IgnoreError();
+        p = *d.Malloc(sizes[n], 0);
+      }
+      ticks[k] = __rdtsc() - t0;
+      total[k] += ticks[k];
+    }
+    ratios.push_back(double(ticks[1]) / double(ticks[0]));
+    i += kTurn;
+    pairs += kTurn;
+  }
+  const double ns_per_tick = std::chrono::duration<double, std::nano>(
+                                 std::chrono::steady_clock::now() - wall0)
+                                 .count() /
+                             double(__rdtsc() - tsc0);
+  if (pairs > 0) {
+    std::sort(ratios.begin(), ratios.end());
+    state.counters["off_ns"] = double(total[0]) * ns_per_tick / double(pairs);
+    state.counters["on_ns"] = double(total[1]) * ns_per_tick / double(pairs);
+    state.counters["on_off"] = ratios[ratios.size() / 2];
+  }
+  for (int k = 0; k < 2; ++k) {
+    for (void* p : live[k]) a[k]->Free(p).IgnoreError();
+  }
+}
+
 void BM_FreeAllocPairMixed(benchmark::State& state) {
   RunPairs(state, MixedSize);
 }
 void BM_FreeAllocPairSmall(benchmark::State& state) {
   RunPairs(state, SmallSize);
 }
+void BM_TraceCostMixedPairs(benchmark::State& state) {
+  RunTraceCost(state, MixedSize);
+}
+void BM_TraceCostSmallPairs(benchmark::State& state) {
+  RunTraceCost(state, SmallSize);
+}
 
 BENCHMARK(BM_FreeAllocPairMixed)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_FreeAllocPairSmall)->Arg(100000);
+// Lower-case names: kept out of filters such as 'Small|Mixed/100$'.
+BENCHMARK(BM_TraceCostMixedPairs)
+    ->Name("BM_TraceCost/mixed")
+    ->Arg(100)
+    ->Arg(1000);
+BENCHMARK(BM_TraceCostSmallPairs)->Name("BM_TraceCost/small")->Arg(100000);
 
 }  // namespace
 }  // namespace fragfree

@@ -214,8 +214,7 @@ int RunCli(const CliOptions& options, std::ostream& out, std::ostream& err) {
       if (!options.snapshot_path.empty() && name == "fragfree") {
         std::ofstream snap(options.snapshot_path,
                            std::ios::binary | std::ios::trunc);
-        snap << (*policy)->SnapshotPickle();
-        if (!snap) {
+        if (!(*policy)->WriteSnapshotPickle(snap) || !snap.flush()) {
           err << "fragfree-replay: cannot write " << options.snapshot_path
               << "\n";
           status = 1;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ostream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "allocator/obs/snapshot.h"
@@ -119,8 +121,11 @@ FragfreePolicy::FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,
 
 FragfreePolicy::~FragfreePolicy() = default;
 
-std::string FragfreePolicy::SnapshotPickle() const {
-  return SnapshotToPickle(0, engine_->Arenas(), engine_->Trace());
+bool FragfreePolicy::WriteSnapshotPickle(std::ostream& out) const {
+  return WriteSnapshot(SnapshotFormat::kPickle, 0, engine_->Arenas(),
+                       engine_->Trace(), [&out](std::string_view s) {
+                         return bool(out.write(s.data(), s.size()));
+                       });
 }
 
 void FragfreePolicy::NoteError(absl::Status status) {

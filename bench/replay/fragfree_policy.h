@@ -31,9 +31,10 @@ class FragfreePolicy final : public ReplayPolicy {
   static constexpr uint64_t kPageBytes = 2 * kMiB;
 
   // The capacity is rounded down to whole pages.
-  // trace_entries > 0 records the engine's event trace for SnapshotPickle().
-  // event_lag > 0: device work completes that many allocator calls late
-  // (LaggingEventSource), as on a GPU that runs behind the CPU.
+  // trace_entries > 0 records the engine's event trace for
+  // WriteSnapshotPickle(). event_lag > 0: device work completes that many
+  // allocator calls late (LaggingEventSource), as on a GPU that runs behind the
+  // CPU.
   static absl::StatusOr<std::unique_ptr<FragfreePolicy>> Create(
       const PolicyConfig& config, size_t trace_entries = 0,
       uint64_t event_lag = 0);
@@ -47,7 +48,7 @@ class FragfreePolicy final : public ReplayPolicy {
   void EmptyCache() override;
   absl::Status CheckInvariants() const override;
   absl::Status status() const override { return status_; }
-  std::string SnapshotPickle() const override;
+  bool WriteSnapshotPickle(std::ostream& out) const override;
 
  private:
   FragfreePolicy(std::unique_ptr<DeviceAllocator> engine,

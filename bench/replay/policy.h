@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -66,9 +67,10 @@ class ReplayPolicy {
   // The first failure other than running out of memory (an engine error); a
   // replay that saw one is not to be trusted.
   virtual absl::Status status() const { return absl::OkStatus(); }
-  // The final state (and, if recorded, the trace) as a PyTorch memory snapshot
-  // pickle; empty for policies that are models rather than the engine.
-  virtual std::string SnapshotPickle() const { return ""; }
+  // Writes the final state (and, if recorded, the trace) to `out` as a
+  // PyTorch memory snapshot pickle, streamed; false if a write failed.
+  // Policies that are models rather than the engine write nothing.
+  virtual bool WriteSnapshotPickle(std::ostream& out) const { return true; }
 };
 
 using PolicyFactory =

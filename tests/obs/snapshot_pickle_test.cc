@@ -8,7 +8,6 @@
 #include <fstream>
 
 #include "allocator/device_allocator.h"
-#include "allocator/obs/pickle.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/host_backend.h"
 #include "allocator/stream/host_event_source.h"
@@ -23,35 +22,6 @@ std::string TempPath(const char* name) {
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-TEST(Pickle, ScalarsAndContainersRoundTripThroughPython) {
-  Value v = Value::Dict();
-  v.Set("small", Value::Int(7));
-  v.Set("medium", Value::Int(40000));
-  v.Set("negative", Value::Int(-5));
-  v.Set("address", Value::Int(int64_t{0x7f12345678900}));
-  v.Set("big_negative", Value::Int(-(int64_t{1} << 40)));
-  v.Set("pi", Value::Float(3.25));
-  v.Set("name", Value::String("h\xc3\xa9llo \"x\""));
-  v.Set("yes", Value::Bool(true));
-  v.Set("none", Value());
-  Value& list = v.Set("list", Value::List());
-  list.Append(Value::Int(1));
-  list.Append(Value::List());
-  Value& tuple = v.Set("pool", Value::Tuple());
-  tuple.Append(Value::Int(0));
-  tuple.Append(Value::Int(3));
-  const std::string pkl = TempPath("value.pickle"), js = TempPath("value.json");
-  WriteFile(pkl, ToPickle(v));
-  WriteFile(js, ToJson(v));
-  std::string cmd =
-      "/usr/bin/python3 -c \"import pickle,json,sys;"
-      "p=pickle.load(open(sys.argv[1],'rb'));j=json.load(open(sys.argv[2]));"
-      "p['pool']=list(p['pool']);"
-      "sys.exit(0 if p==j and p['address']==0x7f12345678900 else 1)\" " +
-      pkl + " " + js;
-  EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
 }
 
 TEST(Pickle, SnapshotUsesOnlyMemoryVizOpcodesAndMatchesJson) {
