@@ -12,6 +12,7 @@
 #include "allocator/obs/stats.h"
 #include "allocator/obs/trace_context.h"
 #include "fragfree/fragfree.h"
+#include "shim/host_api.h"
 #include "shim/oom.h"
 #include "shim/runtime.h"
 
@@ -198,8 +199,9 @@ size_t ff_snapshot_json(int device, char* buf, size_t len) {
   if (device < 0) device = 0;
   DeviceAllocator* d = Runtime::Get().Existing(device);
   return CopyOut(
-      d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace())
-        : fragfree::SnapshotToJson(device, {}, {}),
+      d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace(),
+                                   fragfree::HostSegments())
+        : fragfree::SnapshotToJson(device, {}, {}, fragfree::HostSegments()),
       buf, len);
 }
 

@@ -109,6 +109,11 @@ PinnedHostAllocator* ExistingHostAllocator() {
   return host_allocator.load(std::memory_order_acquire);
 }
 
+std::vector<HostSegmentView> HostSegments() {
+  PinnedHostAllocator* a = ExistingHostAllocator();
+  return a != nullptr ? a->Segments() : std::vector<HostSegmentView>();
+}
+
 HostConf HostAllocatorConf() {
   if (ExistingHostAllocator() != nullptr) return host_conf;
   const char* text = std::getenv("FRAGFREE_HOST_CONF");

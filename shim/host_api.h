@@ -7,6 +7,7 @@
 #define FRAGFREE_SHIM_HOST_API_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "allocator/host/host_conf.h"
@@ -23,6 +24,9 @@ absl::StatusOr<PinnedHostAllocator*> HostAllocator();
 PinnedHostAllocator* ExistingHostAllocator();
 // The settings it was made with (FRAGFREE_HOST_CONF).
 HostConf HostAllocatorConf();
+// The pinned pool's chunks for snapshots ("host_segments", process-wide, in
+// every device's snapshot); empty when no pool exists.
+std::vector<HostSegmentView> HostSegments();
 
 // Hooks for the LD_PRELOAD interposer. Each returns false when the pinned
 // pool does not take the call, and the caller forwards it to the CUDA runtime:

@@ -12,6 +12,7 @@
 #include "allocator/phys/host_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "allocator/stream/host_event_source.h"
+#include "shim/host_api.h"
 #ifdef FRAGFREE_WITH_CUDA
 #include "allocator/phys/cuda_vmm_backend.h"
 #include "allocator/stream/cuda_event_source.h"
@@ -201,11 +202,13 @@ absl::Status DumpSnapshot(int device, const std::string& path) {
         "cannot write the snapshot to %s: %s", path, strerror(errno)));
   }
   // Streamed to the file: never the whole snapshot in memory.
-  bool ok =
-      WriteSnapshot(json ? SnapshotFormat::kJson : SnapshotFormat::kPickle,
-                    device, arenas, trace, [f](std::string_view s) {
-                      return fwrite(s.data(), 1, s.size(), f) == s.size();
-                    });
+  bool ok = WriteSnapshot(
+      json ? SnapshotFormat::kJson : SnapshotFormat::kPickle, device, arenas,
+      trace,
+      [f](std::string_view s) {
+        return fwrite(s.data(), 1, s.size(), f) == s.size();
+      },
+      HostSegments());
   ok = fclose(f) == 0 && ok;
   if (!ok) {
     return absl::InternalError(

@@ -415,4 +415,29 @@ PinnedStats PinnedHostAllocator::stats() const {
   return stats_;
 }
 
+std::vector<HostSegmentView> PinnedHostAllocator::Segments() const {
+  MutexLock lock(&mu_);
+  std::vector<HostSegmentView> out;
+  out.reserve(chunks_.size());
+  auto block = blocks_.begin();
+  for (const auto& [base, chunk] : chunks_) {
+    HostSegmentView& segment = out.emplace_back();
+    segment.base = base;
+    segment.size = chunk->bytes;
+    while (block != blocks_.end() && block->first < base) ++block;
+    for (; block != blocks_.end() && block->first < base + chunk->bytes;
+         ++block) {
+      const Block& b = block->second;
+      const BlockState state = b.state == State::kLive ? BlockState::kAllocated
+                               : b.state == State::kPending
+                                   ? BlockState::kPendingFree
+                                   : BlockState::kFree;
+      segment.blocks.push_back(
+          BlockView{block->first, b.size,
+                    b.state == State::kFree ? 0 : b.requested, state, 0});
+    }
+  }
+  return out;
+}
+
 }  // namespace fragfree

@@ -34,6 +34,7 @@
 #include "allocator/base/stream_handle.h"
 #include "allocator/base/units.h"
 #include "allocator/host/pinning_backend.h"
+#include "allocator/obs/allocator_view.h"
 #include "allocator/stream/event_source.h"
 
 namespace fragfree {
@@ -96,6 +97,9 @@ class PinnedHostAllocator : public MetadataObject {
   // True when `ptr` lies in one of this allocator's chunks.
   bool Owns(const void* ptr) const ABSL_LOCKS_EXCLUDED(mu_);
   PinnedStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every chunk and the blocks that tile it, by address (snapshots'
+  // host_segments).
+  std::vector<HostSegmentView> Segments() const ABSL_LOCKS_EXCLUDED(mu_);
   const PinnedOptions& options() const { return options_; }
   const PinningBackend& backend() const { return *backend_; }
 

@@ -1,5 +1,6 @@
-// Read-only views of the allocator's state (arenas, blocks, mapped pages) that
-// the engine hands to reports and snapshots, so obs/ never touches live
+// Read-only views of the allocator's state (arenas, blocks, mapped pages; the
+// pinned pool's chunks) that the engine and the pinned pool hand to reports
+// and snapshots, so obs/ never touches live
 // structures. Thread-safety: value types.
 #ifndef FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
 #define FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
@@ -31,6 +32,14 @@ struct ArenaView {
   size_t mapped_pages;
   std::vector<BlockView> blocks;  // tiling the VA
   std::vector<bool> page_mapped;  // up to the last mapped page
+};
+
+// A chunk of pinned host memory (the pinned pool) and the blocks that tile
+// it: a snapshot's "host_segments".
+struct HostSegmentView {
+  uintptr_t base;
+  size_t size;
+  std::vector<BlockView> blocks;  // kAllocated, kPendingFree or kFree
 };
 
 }  // namespace fragfree

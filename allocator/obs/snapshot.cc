@@ -346,9 +346,45 @@ void WriteTraceEvent(W& w, const TraceEvent& e) {
   w.EndDict();
 }
 
+// The pinned pool's chunk, as a segment of host memory.
+template <class W>
+void WriteHostSegment(W& w, const HostSegmentView& h) {
+  int64_t allocated = 0, requested = 0;
+  for (const BlockView& b : h.blocks) {
+    if (b.state == BlockState::kAllocated) allocated += int64_t(b.size);
+    if (Live(b.state)) requested += int64_t(b.requested);
+  }
+  w.BeginDict();
+  w.Key("address");
+  w.Int(int64_t(h.base));
+  w.Key("total_size");
+  w.Int(int64_t(h.size));
+  w.Key("allocated_size");
+  w.Int(allocated);
+  w.Key("requested_size");
+  w.Int(requested);
+  w.Key("blocks");
+  w.BeginList();
+  for (const BlockView& b : h.blocks) {
+    w.Item();
+    w.BeginDict();
+    w.Key("address");
+    w.Int(int64_t(b.addr));
+    w.Key("size");
+    w.Int(int64_t(b.size));
+    w.Key("requested_size");
+    w.Int(Live(b.state) ? int64_t(b.requested) : int64_t(b.size));
+    w.Key("state");
+    w.String(StateName(b.state));
+    w.EndDict();
+  }
+  w.EndList();
+  w.EndDict();
+}
+
 template <class W>
 void Write(W& w, int device, const std::vector<ArenaView>& arenas,
-           const TraceLog& trace) {
+           const TraceLog& trace, const std::vector<HostSegmentView>& host) {
   w.Begin();
   w.BeginDict();
   w.Key("segments");
@@ -372,23 +408,36 @@ void Write(W& w, int device, const std::vector<ArenaView>& arenas,
   });
   w.EndList();
   w.EndList();
+  if (!host.empty()) {
+    w.Key("host_segments");
+    w.BeginList();
+    for (const HostSegmentView& h : host) {
+      w.Item();
+      WriteHostSegment(w, h);
+    }
+    w.EndList();
+  }
   w.EndDict();
   w.End();
 }
 
 std::string ToString(SnapshotFormat format, int device,
                      const std::vector<ArenaView>& arenas,
-                     const TraceLog& trace) {
+                     const TraceLog& trace,
+                     const std::vector<HostSegmentView>& host) {
   // Reserved once: a little more than a snapshot takes (pages reserved but
   // never written are never touched).
   size_t blocks = 0;
   for (const ArenaView& a : arenas) blocks += a.blocks.size();
   std::string out;
   out.reserve(4096 + 160 * trace.size() + 192 * blocks);
-  WriteSnapshot(format, device, arenas, trace, [&out](std::string_view s) {
-    out.append(s);
-    return true;
-  });
+  WriteSnapshot(
+      format, device, arenas, trace,
+      [&out](std::string_view s) {
+        out.append(s);
+        return true;
+      },
+      host);
   return out;
 }
 
@@ -396,26 +445,29 @@ std::string ToString(SnapshotFormat format, int device,
 
 bool WriteSnapshot(SnapshotFormat format, int device,
                    const std::vector<ArenaView>& arenas, const TraceLog& trace,
-                   absl::FunctionRef<bool(std::string_view)> write) {
+                   absl::FunctionRef<bool(std::string_view)> write,
+                   const std::vector<HostSegmentView>& host) {
   Out out(write);
   if (format == SnapshotFormat::kPickle) {
     PickleWriter w(&out);
-    Write(w, device, arenas, trace);
+    Write(w, device, arenas, trace, host);
   } else {
     JsonWriter w(&out);
-    Write(w, device, arenas, trace);
+    Write(w, device, arenas, trace, host);
   }
   return out.Flush();
 }
 
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
-                           const TraceLog& trace) {
-  return ToString(SnapshotFormat::kJson, device, arenas, trace);
+                           const TraceLog& trace,
+                           const std::vector<HostSegmentView>& host) {
+  return ToString(SnapshotFormat::kJson, device, arenas, trace, host);
 }
 
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
-                             const TraceLog& trace) {
-  return ToString(SnapshotFormat::kPickle, device, arenas, trace);
+                             const TraceLog& trace,
+                             const std::vector<HostSegmentView>& host) {
+  return ToString(SnapshotFormat::kPickle, device, arenas, trace, host);
 }
 
 }  // namespace fragfree

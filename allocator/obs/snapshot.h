@@ -22,17 +22,23 @@ namespace fragfree {
 enum class SnapshotFormat { kJson, kPickle };
 
 // {"segments": [...], "device_traces": [[], ..., [trace]]} for `device`: one
-// list per device up to this one, this device's holding `trace`. The bytes go
-// to `write` in pieces of at most 64 KiB; it returns false to stop (a failed
+// list per device up to this one, this device's holding `trace`; and
+// "host_segments" when `host` (the pinned pool's chunks) is not empty: per
+// chunk address, total_size, allocated_size, requested_size and the blocks
+// that tile it (address, size, requested_size, state). The bytes go to
+// `write` in pieces of at most 64 KiB; it returns false to stop (a failed
 // write), and so does WriteSnapshot then.
 bool WriteSnapshot(SnapshotFormat format, int device,
                    const std::vector<ArenaView>& arenas, const TraceLog& trace,
-                   absl::FunctionRef<bool(std::string_view)> write);
+                   absl::FunctionRef<bool(std::string_view)> write,
+                   const std::vector<HostSegmentView>& host = {});
 std::string SnapshotToJson(int device, const std::vector<ArenaView>& arenas,
-                           const TraceLog& trace = {});
+                           const TraceLog& trace = {},
+                           const std::vector<HostSegmentView>& host = {});
 // The pickle (protocol 2, only the opcodes MemoryViz's unpickler accepts).
 std::string SnapshotToPickle(int device, const std::vector<ArenaView>& arenas,
-                             const TraceLog& trace = {});
+                             const TraceLog& trace = {},
+                             const std::vector<HostSegmentView>& host = {});
 
 }  // namespace fragfree
 

@@ -133,6 +133,28 @@ TEST_F(HostApiTest, StatsJson) {
   EXPECT_EQ(strlen(tiny), 3u);
 }
 
+// Snapshots carry the pinned pool as "host_segments": each chunk, tiled by
+// its blocks, a live allocation among them with its requested size.
+TEST_F(HostApiTest, SnapshotHasHostSegments) {
+  void* p = ff_host_malloc(10000);
+  ASSERT_NE(p, nullptr);
+  std::string json(ff_snapshot_json(0, nullptr, 0) + 1, '\0');
+  json.resize(ff_snapshot_json(0, json.data(), json.size()));
+  const size_t at = json.find("\"host_segments\":[{\"address\":");
+  ASSERT_NE(at, std::string::npos) << json;
+  const std::string block =
+      "{\"address\":" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+      ",\"size\":" +
+      std::to_string(fragfree::PinnedHostAllocator::RoundSize(10000)) +
+      ",\"requested_size\":10000,\"state\":\"active_allocated\"}";
+  EXPECT_THAT(json.substr(at), HasSubstr(block));
+  EXPECT_THAT(json.substr(at), HasSubstr("\"total_size\":4194304"));
+  ASSERT_EQ(ff_host_free(p), FF_OK);
+  std::string after(ff_snapshot_json(0, nullptr, 0) + 1, '\0');
+  after.resize(ff_snapshot_json(0, after.data(), after.size()));
+  EXPECT_THAT(after, ::testing::Not(HasSubstr("active_allocated")));
+}
+
 TEST_F(HostApiTest, PreloadHooks) {
   void* p = nullptr;
   int err = -1;
