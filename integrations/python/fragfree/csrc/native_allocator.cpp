@@ -70,8 +70,8 @@
 #include "fragfree_api.h"
 #include "json_reader.h"
 #include "messages.h"
+#include "oom_error.h"
 #include "oom_rejection.h"
-#include "oom_stacks.h"
 #include "pools.h"
 #include "snapshot_builder.h"
 #include "stack_history.h"
@@ -774,59 +774,13 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   [[noreturn]] void ReportOutOfMemory(size_t size, DeviceIndex device) {
-    const std::string detail = api_.LastError();
-    size_t device_free = 0, device_total = 0;
-    {
-      c10::cuda::CUDAGuard guard(device);
-      if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) {
-        (void)cudaGetLastError();
-      }
-    }
-    (void)cudaGetLastError();  // clear any sticky allocation error, as native
-                               // does
-    int64_t allocated = 0, reserved = 0;
-    Json stats;
-    std::string err;
-    if (api_.CallJson(api_.stats_json, device, &stats, &err)) {
-      allocated = stats.int_at("allocated_bytes.all.current");
-      reserved = stats.int_at("reserved_bytes.all.current");
-    }
-    const double fraction = fractions_[device];
-    const size_t allowed =
-        fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;
     std::vector<cca::OutOfMemoryObserver> observers;
     {
       std::lock_guard<std::mutex> lock(observer_mu_);
       observers = oom_observers_;
     }
-    c10::reportOutOfMemoryToProfiler(
-        static_cast<int64_t>(size), static_cast<size_t>(allocated),
-        static_cast<size_t>(reserved),
-        c10::Device(c10::DeviceType::CUDA, device));
-    for (const auto& obs : observers) {
-      obs(device, size, allowed ? allowed : device_total, device_free);
-    }
-    const std::string allowed_info =
-        allowed ? FormatSize(allowed) + " allowed; " : "";
-    // The stacks PyTorch's recorder gathered (none unless history with stacks
-    // is on): the engine's report lists the largest allocations without them.
-    const std::string stacks = stacks_.on()
-                                   ? LargestLiveStacksText(stacks_, /*count=*/5,
-                                                           /*max_frames=*/8)
-                                   : std::string();
-    TORCH_CHECK_WITH(
-        OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ",
-        FormatSize(size), ". GPU ", Num(device), " has a total capacity of ",
-        FormatSize(device_total), " of which ", FormatSize(device_free),
-        " is free. ", allowed_info, "Of the allocated memory ",
-        FormatSize(static_cast<uint64_t>(allocated)),
-        " is allocated by PyTorch, and ",
-        FormatSize(
-            static_cast<uint64_t>(std::max<int64_t>(0, reserved - allocated))),
-        " is reserved by PyTorch but unallocated (allocator: fragfree, which "
-        "can remap "
-        "all of it).",
-        detail.empty() ? "" : "\nfragfree: ", detail, stacks);
+    ThrowOutOfMemory(api_, stacks_, observers, size, device,
+                     fractions_[device]);
   }
 
   FragfreeApi api_;
