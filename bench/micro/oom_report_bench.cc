@@ -58,7 +58,12 @@ void BM_OomReport(benchmark::State& state) {
   Prepare(int(state.range(0)));
   for (auto _ : state) {
     void* p = ff_malloc(size_t(100) << 30, 0, nullptr);  // over the limit
-    if (p != nullptr) abort();
+    if (p != nullptr) {
+      fprintf(stderr,
+              "a 100 GiB request succeeded: the memory limit must be "
+              "below it for this benchmark\n");
+      abort();
+    }
     benchmark::DoNotOptimize(ff_last_error());
   }
   state.counters["report_chars"] = double(std::string(ff_last_error()).size());
