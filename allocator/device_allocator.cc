@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
-#include "allocator/obs/trace_context.h"
 
 namespace fragfree {
 namespace {
@@ -276,10 +275,7 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   }
   block->alloc_seq = ++alloc_seq_;
   live_.Insert(LiveEntry{addr, block, arena, size, 0});
-  if (trace_.enabled()) {
-    trace_.Record(TraceAction::kAlloc, addr, size, stream,
-                  CurrentTraceContext());
-  }
+  trace_.RecordTagged(TraceAction::kAlloc, addr, size, stream);
   const int pool = PoolOf(arena->kind());
   const int64_t bytes = int64_t(rounded);  // == block->size
   stats_.allocation.Increase(pool, 1);
@@ -436,10 +432,8 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
   }
   NotePagesMapped(block->arena->kind(), int64_t(count));
   for (const auto& [addr, bytes] : runs_) {
-    if (trace_.enabled()) {
-      trace_.Record(TraceAction::kSegmentMap, addr, bytes,
-                    block->arena->stream(), CurrentTraceContext());
-    }
+    trace_.RecordTagged(TraceAction::kSegmentMap, addr, bytes,
+                        block->arena->stream());
   }
   return absl::OkStatus();
 }
@@ -564,12 +558,11 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   stats_.allocation.Decrease(pool, 1);
   stats_.allocated_bytes.Decrease(pool, int64_t(size));
   stats_.requested_bytes.Decrease(pool, int64_t(requested));
-  // The caller's tag (a thread-local read) only when tracing.
-  const uint32_t context = trace_.enabled() ? CurrentTraceContext() : 0;
   if (!entry.has_uses || block->uses->empty()) {
     // Requested and completed at once: one clock read for both.
-    trace_.Record(TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
-                  addr, requested, arena->stream(), context);
+    trace_.RecordTagged(TraceAction::kFreeRequested,
+                        TraceAction::kFreeCompleted, addr, requested,
+                        arena->stream());
     if (entry.has_uses) block->uses.reset();
     ReturnBlockToArena(block, arena, addr, size, requested, /*traced=*/true);
     // The last block of a retired stream's arena: release the arena (an error
@@ -578,8 +571,8 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     return absl::OkStatus();
   }
   // It becomes reusable once the other streams' work completes.
-  trace_.Record(TraceAction::kFreeRequested, addr, requested, arena->stream(),
-                context);
+  trace_.RecordTagged(TraceAction::kFreeRequested, addr, requested,
+                      arena->stream());
   block->state = BlockState::kPendingFree;
   block->uses.reset();
   pending_.push_back(PendingFree{block, std::move(events)});
@@ -741,8 +734,7 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
   o.idle_bytes = pages_.idle_pages() * page_size_;
   o.pages_needed = pages_needed;
   o.reason = std::move(reason);
-  trace_.Record(TraceAction::kOom, info.free_bytes, rounded, stream,
-                CurrentTraceContext());
+  trace_.RecordTagged(TraceAction::kOom, info.free_bytes, rounded, stream);
   return absl::ResourceExhaustedError(absl::StrFormat(
       "fragfree: out of memory on device %d: tried to allocate %s (%s after "
       "rounding). fragfree holds %s of pages for %s in live allocations "

@@ -266,6 +266,24 @@ void ForEachBlock(const Range& r, F f) {
   }
 }
 
+// One block of a segment (device or host): PyTorch's block dict.
+template <class W>
+void WriteBlock(W& w, uintptr_t addr, int64_t size, int64_t requested,
+                BlockState state) {
+  w.BeginDict();
+  w.Key("address");
+  w.Int(int64_t(addr));
+  w.Key("size");
+  w.Int(size);
+  w.Key("requested_size");
+  w.Int(requested);
+  w.Key("state");
+  w.String(StateName(state));
+  w.Key("frames");
+  w.EmptyList();
+  w.EndDict();
+}
+
 template <class W>
 void WriteSegment(W& w, int device, const Range& r) {
   int64_t allocated = 0, active = 0, requested = 0;
@@ -305,18 +323,7 @@ void WriteSegment(W& w, int device, const Range& r) {
   ForEachBlock(r,
                [&](uintptr_t start, int64_t size, int64_t req, BlockState s) {
                  w.Item();
-                 w.BeginDict();
-                 w.Key("address");
-                 w.Int(int64_t(start));
-                 w.Key("size");
-                 w.Int(size);
-                 w.Key("requested_size");
-                 w.Int(req);
-                 w.Key("state");
-                 w.String(StateName(s));
-                 w.Key("frames");
-                 w.EmptyList();
-                 w.EndDict();
+                 WriteBlock(w, start, size, req, s);
                });
   w.EndList();
   w.EndDict();
@@ -367,16 +374,8 @@ void WriteHostSegment(W& w, const HostSegmentView& h) {
   w.BeginList();
   for (const BlockView& b : h.blocks) {
     w.Item();
-    w.BeginDict();
-    w.Key("address");
-    w.Int(int64_t(b.addr));
-    w.Key("size");
-    w.Int(int64_t(b.size));
-    w.Key("requested_size");
-    w.Int(Live(b.state) ? int64_t(b.requested) : int64_t(b.size));
-    w.Key("state");
-    w.String(StateName(b.state));
-    w.EndDict();
+    WriteBlock(w, b.addr, int64_t(b.size),
+               Live(b.state) ? int64_t(b.requested) : int64_t(b.size), b.state);
   }
   w.EndList();
   w.EndDict();

@@ -22,6 +22,7 @@
 
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
+#include "allocator/obs/trace_context.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -111,6 +112,19 @@ class TraceRing {
   // capacity 0: off. Clears the ring and reads the clock.
   void Resize(size_t capacity);
   bool enabled() const { return next_ != nullptr; }
+  // An event of the calling thread's own request (alloc, free_requested,
+  // segment_map, oom): tagged with its context (obs/trace_context.h), read
+  // only when the ring is on.
+  void RecordTagged(TraceAction action, uintptr_t addr, uint64_t size,
+                    StreamHandle stream) {
+    if (__builtin_expect(next_ == nullptr, 1)) return;
+    Record(action, addr, size, stream, CurrentTraceContext());
+  }
+  void RecordTagged(TraceAction first, TraceAction second, uintptr_t addr,
+                    uint64_t size, StreamHandle stream) {
+    if (__builtin_expect(next_ == nullptr, 1)) return;
+    Record(first, second, addr, size, stream, CurrentTraceContext());
+  }
   void Record(TraceAction action, uintptr_t addr, uint64_t size,
               StreamHandle stream, uint32_t context = 0) {
     if (__builtin_expect(next_ == nullptr, 1)) return;

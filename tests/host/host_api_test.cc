@@ -146,7 +146,8 @@ TEST_F(HostApiTest, SnapshotHasHostSegments) {
       "{\"address\":" + std::to_string(reinterpret_cast<uintptr_t>(p)) +
       ",\"size\":" +
       std::to_string(fragfree::PinnedHostAllocator::RoundSize(10000)) +
-      ",\"requested_size\":10000,\"state\":\"active_allocated\"}";
+      ",\"requested_size\":10000,\"state\":\"active_allocated\","
+      "\"frames\":[]}";
   EXPECT_THAT(json.substr(at), HasSubstr(block));
   EXPECT_THAT(json.substr(at), HasSubstr("\"total_size\":4194304"));
   ASSERT_EQ(ff_host_free(p), FF_OK);
