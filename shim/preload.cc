@@ -1,6 +1,8 @@
 // The LD_PRELOAD mode's process plumbing (docs/preload.md): the library
 // constructor (is this process preloaded? choose PyTorch's backend through
-// PYTORCH_CUDA_ALLOC_CONF), the one-time notice of what fragfree sees under the
+// PYTORCH_CUDA_ALLOC_CONF; in a Python process, install the bootstrap of
+// preload_python.cc that puts the native adapter in place when torch is
+// imported), the one-time notice of what fragfree sees under the
 // user's setting, fork handlers, and the stats_at_exit summary (with the
 // bucket advisor's line). The constructor makes no CUDA or driver call and
 // parses nothing that can fail: loading the library into a process that never
@@ -31,6 +33,7 @@
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
+#include "shim/preload_python.h"
 #include "shim/runtime.h"
 
 namespace fragfree::preload {
@@ -296,6 +299,11 @@ __attribute__((constructor)) void FragfreePreloadInit() {
   if (!Preloaded()) return;
   owner_pid.store(getpid());
   ChooseTorchBackend();
+  // Python: the native adapter once torch is imported (preload_python.cc).
+  // PyTorch's backend above stays chosen, so that interposition serves every
+  // tensor when the adapter cannot be installed; the adapter replaces that
+  // backend before it is initialised.
+  SetUpPythonBootstrap();
   // The preload layer allocates metadata under the locks its fork handlers
   // take, so the metadata arena's locks must be taken after them: prepare
   // handlers run in reverse order of registration. The mmap arena's are
@@ -319,7 +327,12 @@ bool Active() {
 
 void NoteCudaUse() {
   if (notice_done.load(std::memory_order_relaxed)) return;
-  if (!notice_done.exchange(true)) PrintTorchConfNotice();
+  if (!notice_done.exchange(true)) {
+    if (const char* line = PythonBootstrapNotice()) {
+      fprintf(stderr, "%s\n", line);
+    }
+    PrintTorchConfNotice();
+  }
 }
 
 void NoteEngineUse() {

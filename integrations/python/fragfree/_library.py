@@ -5,6 +5,9 @@ Owns library discovery (``find_library``), the ctypes declarations of the C API
 status codes into Python exceptions. Nothing here imports torch.
 
 Discovery order (first hit wins):
+  0. the libfragfree.so already in the process's global scope (LD_PRELOAD):
+     the package must use that copy, never load a second engine
+     (``preloaded_library_path``),
   1. ``$FRAGFREE_LIBRARY`` (a file path; an error if it does not exist),
   2. next to the package: ``fragfree/libfragfree.so*`` or ``fragfree/lib/libfragfree.so*``
      (a wheel or ``pip install`` that bundled the library),
@@ -34,7 +37,13 @@ from ._errors import (
     error_for_status,
 )
 
-__all__ = ["Library", "find_library", "candidate_paths", "load_library"]
+__all__ = [
+    "Library",
+    "find_library",
+    "candidate_paths",
+    "load_library",
+    "preloaded_library_path",
+]
 
 _LIB_NAMES = ("libfragfree.so", "libfragfree.so.0")
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -63,9 +72,30 @@ def candidate_paths() -> list[tuple[str, Path]]:
     return out
 
 
+def preloaded_library_path() -> str | None:
+    """The absolute path of the libfragfree.so in the process's global scope
+    (LD_PRELOAD puts it there; a library loaded by ctypes is not), found from
+    the address of its ff_version in /proc/self/maps; None when there is none."""
+    try:
+        addr = ctypes.cast(ctypes.CDLL(None).ff_version, ctypes.c_void_p).value
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                lo, _, hi = fields[0].partition("-")
+                if len(fields) == 6 and int(lo, 16) <= addr < int(hi, 16):
+                    path = fields[5].strip()
+                    return path if os.path.isfile(path) else None
+    except (AttributeError, OSError, ValueError):
+        pass
+    return None
+
+
 def find_library() -> str:
     """The path of the libfragfree.so to load (see the module docstring for the
     order). Raises LibraryNotFoundError naming every place it looked."""
+    preloaded = preloaded_library_path()
+    if preloaded is not None:
+        return preloaded
     env = os.environ.get("FRAGFREE_LIBRARY")
     if env:
         if os.path.isfile(env):

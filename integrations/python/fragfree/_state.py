@@ -28,6 +28,12 @@ class State:
     fractions: dict[int, float] = field(default_factory=dict)
     # (module, attribute) -> original object, for every torch function patched.
     originals: dict[tuple[Any, str], Any] = field(default_factory=dict)
+    # LD_PRELOAD (_preload.py): the bootstrap enabled fragfree when torch was
+    # imported; enable() is importing torch (the bootstrap then leaves the
+    # choice to it); the bootstrap's notice is still to be printed by enable().
+    preloaded: bool = False
+    enabling: bool = False
+    preload_notice_pending: bool = False
 
 
 STATE = State()

@@ -10,10 +10,20 @@ torch.cuda.memory, the same objects re-exported in torch.cuda, and the
 torch.accelerator memory functions when the accelerator is CUDA.
 torch.cuda.memory_summary is not replaced: torch's own reads memory_stats(),
 which is, and libfragfree supplies every key it indexes.
+
+Also owns (3) pluggable mode's OOM translation: PyTorch's pluggable allocator
+turns the C++ exception fragfree_malloc throws into a plain RuntimeError
+(torch/csrc/cuda/CUDAPluggableAllocator.cpp has no OOM path; pytorch#133280),
+so ``translate_oom`` (a context manager and decorator) and the patched
+``caching_allocator_alloc`` re-raise fragfree's OOM as
+torch.cuda.OutOfMemoryError, and ``adopt_torch_oom`` makes
+FragfreeOutOfMemoryError a torch.cuda.OutOfMemoryError once torch is loaded.
 """
+
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import sys
@@ -22,10 +32,18 @@ from typing import Any, Callable
 
 from . import _snapshot, _stats
 from ._device import device_index
-from ._errors import FragfreeError
+from ._errors import FragfreeError, FragfreeOutOfMemoryError
 from ._state import LOCK, STATE
 
-__all__ = ["install_pluggable", "patch_torch", "unpatch_torch", "snapshot_dict", "PATCHED"]
+__all__ = [
+    "install_pluggable",
+    "patch_torch",
+    "unpatch_torch",
+    "snapshot_dict",
+    "PATCHED",
+    "translate_oom",
+    "adopt_torch_oom",
+]
 
 
 def _torch() -> Any:
@@ -46,6 +64,70 @@ def _cuda_initialized() -> bool:
         return bool(_torch().cuda.is_initialized())
     except Exception:  # pragma: no cover
         return False
+
+
+# ---------------------------------------------------------------------------
+# OOM errors
+
+# Every out-of-memory message of libfragfree starts so (allocator/device_allocator.cc).
+_OOM_MARKER = "fragfree: out of memory"
+
+
+def _torch_oom_class() -> type | None:
+    torch = sys.modules.get("torch")
+    cls = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+
+
+def _as_torch_oom(error: BaseException) -> BaseException | None:
+    """torch.cuda.OutOfMemoryError with ``error``'s message when ``error`` is
+    fragfree's OOM surfacing as a RuntimeError; None otherwise."""
+    cls = _torch_oom_class()
+    if cls is None or isinstance(error, cls) or not isinstance(error, RuntimeError):
+        return None
+    if _OOM_MARKER not in str(error):
+        return None
+    return cls(str(error))
+
+
+class translate_oom(contextlib.ContextDecorator):  # noqa: N801 - used like a function
+    """``with fragfree.translate_oom():`` (or ``@fragfree.translate_oom()``):
+    fragfree's out-of-memory errors raised inside become
+    torch.cuda.OutOfMemoryError (chained to the original). Needed only in
+    pluggable mode, where PyTorch raises them as RuntimeError; in native mode
+    and under LD_PRELOAD they already are torch.cuda.OutOfMemoryError, and this
+    changes nothing. Other exceptions pass unchanged."""
+
+    def __enter__(self) -> "translate_oom":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None:
+            translated = _as_torch_oom(exc)
+            if translated is not None:
+                raise translated.with_traceback(tb) from exc
+        return False
+
+
+def adopt_torch_oom() -> None:
+    """Makes FragfreeOutOfMemoryError (raised by fragfree's own allocation
+    calls, e.g. library().malloc) also a torch.cuda.OutOfMemoryError, once
+    torch is imported. Idempotent; does nothing without torch."""
+    cls = _torch_oom_class()
+    if cls is None or issubclass(FragfreeOutOfMemoryError, cls):
+        return
+    try:
+        FragfreeOutOfMemoryError.__bases__ = FragfreeOutOfMemoryError.__bases__ + (cls,)
+    except TypeError:  # pragma: no cover - an incompatible class layout
+        pass
+
+
+def _make_translating(original: Callable[..., Any]) -> Callable[..., Any]:
+    def translating(*args: Any, **kwargs: Any) -> Any:
+        with translate_oom():
+            return original(*args, **kwargs)
+
+    return translating
 
 
 # ---------------------------------------------------------------------------
@@ -301,7 +383,7 @@ def get_per_process_memory_fraction(device: Any = None) -> float:
     return STATE.fractions.get(device_index(device), _default_fraction())
 
 
-# name -> replacement (set_per_process_memory_fraction wraps the original).
+# name -> replacement (those in _WRAPPING wrap the original).
 PATCHED: dict[str, Any] = {
     "memory_stats_as_nested_dict": memory_stats_as_nested_dict,
     "memory_stats": memory_stats,
@@ -319,7 +401,11 @@ PATCHED: dict[str, Any] = {
     "_record_memory_history": _record_memory_history,
     "get_per_process_memory_fraction": get_per_process_memory_fraction,
     "set_per_process_memory_fraction": _make_set_fraction,
+    "caching_allocator_alloc": _make_translating,
 }
+
+# Entries of PATCHED that build their replacement from the original.
+_WRAPPING = {"set_per_process_memory_fraction", "caching_allocator_alloc"}
 
 # torch.accelerator's memory API (torch >= 2.8) reads c10::getDeviceAllocator,
 # which change_current_allocator does not update.
@@ -372,7 +458,7 @@ def patch_torch() -> None:
     tcm = torch.cuda.memory
     with LOCK:
         for name, new in PATCHED.items():
-            if name == "set_per_process_memory_fraction":
+            if name in _WRAPPING:
                 old = getattr(tcm, name, None)
                 if old is None or getattr(old, "__fragfree__", False):
                     continue
