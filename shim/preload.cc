@@ -6,7 +6,8 @@
 // user's setting, fork handlers, and the stats_at_exit summary (with the
 // bucket advisor's line). The constructor makes no CUDA or driver call and
 // parses nothing that can fail: loading the library into a process that never
-// uses CUDA changes nothing but that variable.
+// uses CUDA changes nothing but that variable (and, in Python, PYTHONPATH,
+// which the bootstrap restores before the program runs).
 // Thread-safety: the constructor runs before any thread exists and writes the
 // configuration once; afterwards state is atomics. The fork handlers take the
 // preload layer's locks around fork(). The exit handler reads engine state
