@@ -100,7 +100,19 @@ def activate() -> str | None:
                 f"the native adapter could not be loaded: {_first_line(e)}"
             )
         STATE.preloaded = True
+        _forget_interposition_backend()
         return NATIVE_NOTICE
+
+
+def _forget_interposition_backend() -> None:
+    """Unsets the constructor's PYTORCH_CUDA_ALLOC_CONF once the adapter is
+    PyTorch's allocator. PyTorch parses the variable a second time, lazily, on
+    the first use of an allocator setting (graph capture, torch.compile) and
+    asserts that a "backend" named there is the installed allocator's name:
+    left in place it would fail there. Child processes get it again from the
+    constructor (they inherit LD_PRELOAD)."""
+    if os.environ.get(_TORCH_CONF_VARS[0], "").strip() == _OUR_TORCH_CONF:
+        del os.environ[_TORCH_CONF_VARS[0]]
 
 
 def _notice_for(mode: str | None) -> str:

@@ -69,8 +69,12 @@ def _cuda_initialized() -> bool:
 # ---------------------------------------------------------------------------
 # OOM errors
 
-# Every out-of-memory message of libfragfree starts so (allocator/device_allocator.cc).
-_OOM_MARKER = "fragfree: out of memory"
+# libfragfree's out-of-memory messages: the engine's status text, or (through
+# PyTorch's entry points) PyTorch's headline followed by fragfree's report
+# (shim/oom.cc).
+def _is_fragfree_oom(message: str) -> bool:
+    return "fragfree: out of memory" in message or (
+        "CUDA out of memory" in message and "fragfree" in message)
 
 
 def _torch_oom_class() -> type | None:
@@ -85,7 +89,7 @@ def _as_torch_oom(error: BaseException) -> BaseException | None:
     cls = _torch_oom_class()
     if cls is None or isinstance(error, cls) or not isinstance(error, RuntimeError):
         return None
-    if _OOM_MARKER not in str(error):
+    if not _is_fragfree_oom(str(error)):
         return None
     return cls(str(error))
 
