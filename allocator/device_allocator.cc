@@ -173,9 +173,11 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
                                           size_t rounded, size_t size,
                                           StreamHandle stream, Block** inout) {
   Block* block = *inout;
+  RequestState request;
   for (bool retried = false;; retried = true) {
     absl::Status status;
     size_t missing = 0;
+    const size_t arenas_before = arenas_.size();
     if (block == nullptr) {
       absl::StatusOr<Block*> placed = Place(slot, kind, rounded, size);
       if (placed.ok()) {
@@ -187,14 +189,22 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
     if (block != nullptr) {
       missing = block->arena->UnmappedPages(block);
       if (missing > 0 || block->arena->HasPagesWithoutAccess(block)) {
-        status = MapUnder(block, missing);
+        status = MapUnder(block, missing, &request);
       }
       if (status.ok()) {
         *inout = block;
         return absl::OkStatus();
       }
-      block->arena->Release(block, block->free_epoch);
+      // Back into the free block it was carved from, which keeps its place in
+      // the reclaim order (the block object still holds its free_seq).
+      block->arena->Release(block, block->free_epoch, block->free_seq);
       block = nullptr;
+    }
+    // An arena made for this attempt goes again (its VA released).
+    for (size_t i = arenas_.size(); i-- > arenas_before;) {
+      if (arenas_[i]->IsEmpty() && arenas_[i]->mapped_pages() == 0) {
+        ReleaseArena(arenas_[i].get()).IgnoreError();
+      }
     }
     if (!absl::IsResourceExhausted(status)) return status;
     // Blocks held in quick caches, coalesced, may make room.
@@ -288,9 +298,14 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   return reinterpret_cast<void*>(addr);
 }
 
-void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
-  const int pool = PoolOf(kind);
+void DeviceAllocator::NotePagesMapped(const Arena* arena, int64_t pages) {
+  const int pool = PoolOf(arena->kind());
   const int64_t bytes = pages * int64_t(page_size_);
+  // A segment is an arena holding mapped pages (PyTorch: a cudaMalloc).
+  const size_t now = arena->mapped_pages();
+  const size_t before = size_t(int64_t(now) - pages);
+  if (before == 0 && now > 0) stats_.segment.Increase(pool, 1);
+  if (before > 0 && now == 0) stats_.segment.Decrease(pool, 1);
   if (pages > 0) {
     stats_.reserved_bytes.Increase(pool, bytes);
     stats_.mapped_bytes.Increase(bytes);
@@ -304,7 +319,8 @@ void DeviceAllocator::NotePagesMapped(ArenaKind kind, int64_t pages) {
   }
 }
 
-absl::Status DeviceAllocator::Reclaim(size_t want, bool wait, PageList* out) {
+absl::Status DeviceAllocator::Reclaim(size_t want, bool wait, PageList* out,
+                                      MetadataVector<MovedPage>* moved) {
   // During graph capture nothing is unmapped and no event is touched.
   if (capturing_ > 0) return absl::OkStatus();
   // Candidates: free blocks holding whole mapped pages, in arenas whose pages
@@ -323,9 +339,14 @@ absl::Status DeviceAllocator::Reclaim(size_t want, bool wait, PageList* out) {
     }
     const size_t got_before = out->size();
     runs_.clear();
-    status = arena->UnmapFreePages(b, want - out->size(), out,
-                                   trace_.enabled() ? &runs_ : nullptr);
-    NotePagesMapped(arena->kind(), -int64_t(out->size() - got_before));
+    moved_indices_.clear();
+    status = arena->UnmapFreePages(
+        b, want - out->size(), out, trace_.enabled() ? &runs_ : nullptr,
+        moved != nullptr ? &moved_indices_ : nullptr);
+    NotePagesMapped(arena, -int64_t(out->size() - got_before));
+    for (size_t k = 0; moved != nullptr && k < moved_indices_.size(); ++k) {
+      moved->push_back({arena, moved_indices_[k], (*out)[got_before + k]});
+    }
     for (const auto& [addr, bytes] : runs_) {
       trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
     }
@@ -371,14 +392,14 @@ bool DeviceAllocator::ShouldReclaimFirst(const Block* block,
   return mapped_after > (1.0 + options_.grow_slack) * allocated_high_water;
 }
 
-absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
+absl::Status DeviceAllocator::MapUnder(Block* block, size_t count,
+                                       RequestState* request) {
   PageList& pages = map_pages_;  // reused: no allocation per map
   pages.clear();
+  created_pages_.clear();
+  moved_pages_.clear();
   PageId page;
   while (pages.size() < count && pages_.TakeIdle(&page)) pages.push_back(page);
-  auto give_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (PageId p : pages) pages_.ReturnIdle(p);
-  };
   absl::Status status;
   if (pages.size() < count && capturing_ == 0 &&
       ShouldReclaimFirst(block, count)) {
@@ -387,12 +408,15 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
     // stream's fence): on a GPU running behind the CPU, the holes freed this
     // step are exactly the ones whose pages the request needs. See Note
     // [Reclaim before grow].
-    if (status.ok()) status = Reclaim(count, /*wait=*/true, &pages);
+    if (status.ok()) {
+      status = Reclaim(count, /*wait=*/true, &pages, &moved_pages_);
+    }
   }
   while (status.ok() && pages.size() < count) {
     absl::Status created = pages_.CreatePage(&page);
     if (created.ok()) {
       pages.push_back(page);
+      created_pages_.push_back(page);
       ++stats_.handles_created;
     } else if (absl::IsResourceExhausted(created)) {
       break;  // the limit or the device is full: reclaim below
@@ -400,13 +424,19 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
       status = created;
     }
   }
+  // Under pressure: PyTorch's release_cached_blocks and retry, counted once
+  // per request (Note [Retries and OOMs] in docs/stats.md).
   if (status.ok() && pages.size() < count && capturing_ == 0) {
-    ++stats_.num_alloc_retries;
+    if (!request->retried) ++stats_.num_alloc_retries;
+    request->retried = true;
     status = fences_.PollAndFence();
-    if (status.ok()) status = Reclaim(count, /*wait=*/false, &pages);
+    if (status.ok()) {
+      status = Reclaim(count, /*wait=*/false, &pages, &moved_pages_);
+    }
     if (status.ok() && pages.size() < count) {
-      ++stats_.num_sync_all_streams;
-      status = Reclaim(count, /*wait=*/true, &pages);
+      if (!request->synced) ++stats_.num_sync_all_streams;
+      request->synced = true;
+      status = Reclaim(count, /*wait=*/true, &pages, &moved_pages_);
     }
   }
   if (status.ok() && pages.size() < count) {
@@ -424,18 +454,75 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count) {
     status = block->arena->MapPages(block, pages,
                                     trace_.enabled() ? &runs_ : nullptr);
     // Pages a failed undo left mapped are the arena's now (still reserved).
-    NotePagesMapped(block->arena->kind(), int64_t(offered - pages.size()));
+    NotePagesMapped(block->arena, int64_t(offered - pages.size()));
   }
   if (!status.ok()) {
-    give_back();
+    GiveBack(pages);
     return status;
   }
-  NotePagesMapped(block->arena->kind(), int64_t(count));
+  NotePagesMapped(block->arena, int64_t(count));
   for (const auto& [addr, bytes] : runs_) {
     trace_.RecordTagged(TraceAction::kSegmentMap, addr, bytes,
                         block->arena->stream());
   }
   return absl::OkStatus();
+}
+
+void DeviceAllocator::GiveBack(const PageList& pages) {
+  // Which of `pages` are new, moved or idle: looked up by id (MapPages removes
+  // from the list a page its failed undo kept mapped under the block).
+  PageList held(pages.begin(), pages.end());
+  std::sort(held.begin(), held.end());
+  auto is_held = [&](PageId p) {
+    return std::binary_search(held.begin(), held.end(), p);
+  };
+  PageList special;  // new or moved
+  // New pages go back to the device, the last made first (so the pool's ids
+  // are as they were); one the backend refuses to release stays idle.
+  for (size_t i = created_pages_.size(); i-- > 0;) {
+    const PageId p = created_pages_[i];
+    special.push_back(p);
+    if (is_held(p)) pages_.ReleasePage(p).IgnoreError();
+  }
+  stats_.handles_released = int64_t(pages_.total_released());
+  // Moved pages go back into the free blocks they came from, arena by arena
+  // in index order; one that cannot be mapped there again is released.
+  std::sort(moved_pages_.begin(), moved_pages_.end(),
+            [](const MovedPage& a, const MovedPage& b) {
+              return a.arena != b.arena ? a.arena < b.arena : a.index < b.index;
+            });
+  MetadataVector<std::pair<size_t, PageId>> run;
+  PageList failed;
+  int64_t moved_back = 0;
+  for (size_t i = 0; i < moved_pages_.size();) {
+    Arena* const arena = moved_pages_[i].arena;
+    run.clear();
+    for (; i < moved_pages_.size() && moved_pages_[i].arena == arena; ++i) {
+      special.push_back(moved_pages_[i].page);
+      if (!is_held(moved_pages_[i].page)) continue;
+      run.emplace_back(moved_pages_[i].index, moved_pages_[i].page);
+      ++moved_back;
+    }
+    runs_.clear();
+    const size_t restored =
+        arena->RestorePages(run, &failed, trace_.enabled() ? &runs_ : nullptr);
+    NotePagesMapped(arena, int64_t(restored));
+    for (const auto& [addr, bytes] : runs_) {
+      trace_.Record(TraceAction::kSegmentMap, addr, bytes, arena->stream());
+    }
+  }
+  stats_.pages_remapped -= moved_back;  // unmapped, but mapped nowhere else
+  for (PageId p : failed) pages_.ReleasePage(p).IgnoreError();
+  // Idle pages are idle again, in the order they were taken from the pool.
+  std::sort(special.begin(), special.end());
+  for (size_t i = pages.size(); i-- > 0;) {
+    if (!std::binary_search(special.begin(), special.end(), pages[i])) {
+      pages_.ReturnIdle(pages[i]);
+    }
+  }
+  stats_.handles_released = int64_t(pages_.total_released());
+  created_pages_.clear();
+  moved_pages_.clear();
 }
 
 void DeviceAllocator::ReturnBlockToArena(Block* block) {
@@ -467,7 +554,7 @@ absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
   absl::Status status =
       arena->UnmapFreePages(arena->first_block(), SIZE_MAX, &pages,
                             trace_.enabled() ? &runs_ : nullptr);
-  NotePagesMapped(arena->kind(), -int64_t(pages.size()));
+  NotePagesMapped(arena, -int64_t(pages.size()));
   for (PageId p : pages) pages_.ReturnIdle(p);
   for (const auto& [addr, bytes] : runs_) {
     trace_.Record(TraceAction::kSegmentUnmap, addr, bytes, arena->stream());
@@ -775,12 +862,16 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
 
 void DeviceAllocator::UpdateGaugesLocked() {
   int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
+  int64_t split[3] = {}, split_bytes[3] = {};
   for (const auto& arena : arenas_) {
+    const int pool = PoolOf(arena->kind());
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       if (!b->is_free() && b->state != BlockState::kCached) continue;
       int64_t mapped = int64_t(arena->MappedBytes(b));
       if (mapped == 0) continue;
       ++free_blocks;
+      ++split[pool];
+      split_bytes[pool] += mapped;
       cached += mapped;
       largest = std::max(largest, mapped);
       reclaimable += int64_t(arena->ReclaimablePages(b) * page_size_);
@@ -790,19 +881,25 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.reclaimable_bytes = reclaimable;
   stats_.largest_free_block = largest;
   stats_.total_free_va_mapped = free_blocks;
-  // PyTorch's inactive_split: free blocks inside mapped memory.
-  stats_.inactive_split.pool[kPoolAll].current = free_blocks;
-  stats_.inactive_split_bytes.pool[kPoolAll].current = cached;
-  stats_.segment.pool[kPoolAll].current = 0;
-  stats_.segment.pool[kPoolSmall].current = 0;
-  stats_.segment.pool[kPoolLarge].current = 0;
-  for (const auto& arena : arenas_) {
-    if (arena->mapped_pages() == 0) continue;
-    stats_.segment.pool[kPoolAll].current++;
-    stats_.segment.pool[PoolOf(arena->kind())].current++;
+  // PyTorch's inactive_split: free blocks inside mapped memory. Computed from
+  // the arenas when read, so their peak is the highest value read.
+  split[kPoolAll] = split[kPoolSmall] + split[kPoolLarge];
+  split_bytes[kPoolAll] = split_bytes[kPoolSmall] + split_bytes[kPoolLarge];
+  for (int p = 0; p < 3; ++p) {
+    for (auto [stat, value] :
+         {std::pair{&stats_.inactive_split.pool[p], split[p]},
+          std::pair{&stats_.inactive_split_bytes.pool[p], split_bytes[p]}}) {
+      stat->current = value;
+      stat->peak = std::max(stat->peak, value);
+    }
   }
-  for (Stat& s : stats_.segment.pool) s.peak = std::max(s.peak, s.current);
-  stats_.idle_page_bytes.current = int64_t(pages_.idle_pages() * page_size_);
+  // Idle pages are counted as they move (PagePool::IdleCounts).
+  const PagePool::IdleCounts& idle = pages_.idle_counts();
+  const int64_t page = int64_t(page_size_);
+  stats_.idle_page_bytes.current = int64_t(pages_.idle_pages()) * page;
+  stats_.idle_page_bytes.peak = int64_t(idle.peak) * page;
+  stats_.idle_page_bytes.allocated = int64_t(idle.added) * page;
+  stats_.idle_page_bytes.freed = int64_t(idle.removed) * page;
   stats_.handles_released = int64_t(pages_.total_released());
   stats_.fences_recorded = int64_t(fences_.fences_recorded());
   stats_.fence_waits = int64_t(fences_.waits());
@@ -821,12 +918,15 @@ DeviceStats DeviceAllocator::GetStats() {
 
 void DeviceAllocator::ResetPeakStats() {
   MutexLock lock(&mu_);
+  UpdateGaugesLocked();  // the peaks of gauges computed when read restart here
   stats_.ResetPeak();
+  pages_.ResetIdlePeak();
 }
 
 void DeviceAllocator::ResetAccumulatedStats() {
   MutexLock lock(&mu_);
   stats_.ResetAccumulated();
+  pages_.ResetIdleCounts();
   request_sizes_.Clear();
 }
 

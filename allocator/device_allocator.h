@@ -163,6 +163,18 @@ class DeviceAllocator : public MetadataObject {
     Block* block;
     MetadataVector<EventId> events;
   };
+  // What one request (PlaceAndMap) has done that counts once per request.
+  struct RequestState {
+    bool retried = false;  // counted in num_alloc_retries
+    bool synced = false;   // counted in num_sync_all_streams
+  };
+  // A page reclaim unmapped from a free block for a request: where it was, so
+  // that a failed request puts it back.
+  struct MovedPage {
+    Arena* arena;
+    size_t index;  // page index in the arena
+    PageId page;
+  };
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
                   std::unique_ptr<EventSource> events);
@@ -184,7 +196,10 @@ class DeviceAllocator : public MetadataObject {
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
   // places the request (Place) and maps; sets *inout. On running out of
   // memory, drains the quick caches and tries once more before reporting the
-  // OOM. On failure *inout is not allocated.
+  // OOM. On failure *inout is not allocated, and what the request took is
+  // given back: its block is free again as it was, an arena made for it is
+  // released, and so are the pages (MapUnder). See Note [A failed request
+  // gives back what it took] in docs/design.md.
   absl::Status PlaceAndMap(uint32_t slot, ArenaKind kind, size_t rounded,
                            size_t size, StreamHandle stream, Block** inout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,16 +210,22 @@ class DeviceAllocator : public MetadataObject {
   // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
   // waiting) and maps them, setting access on them and on pages under the
   // block that are mapped without access (count may be 0 for those alone).
-  // On failure no page is lost.
-  absl::Status MapUnder(Block* block, size_t count)
+  // On failure every page it got goes back where it came from (GiveBack).
+  absl::Status MapUnder(Block* block, size_t count, RequestState* request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
+  // pages are released to the device, moved ones mapped back into the free
+  // blocks they came from (released if that fails), idle ones made idle again.
+  void GiveBack(const PageList& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether MapUnder should reclaim cached pages before creating new ones
   // (Options::reclaim_before_grow).
   bool ShouldReclaimFirst(const Block* block, size_t count) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves whole free pages whose last use is complete into `out` until it holds
-  // `want`; with `wait`, waits for in-flight work first.
-  absl::Status Reclaim(size_t want, bool wait, PageList* out)
+  // `want`; with `wait`, waits for in-flight work first. `moved` (optional)
+  // receives where each page came from.
+  absl::Status Reclaim(size_t want, bool wait, PageList* out,
+                       MetadataVector<MovedPage>* moved = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block's last use is done: into its arena's quick cache or released.
   // The second form takes what the caller knows, to leave the block unread;
@@ -229,7 +250,9 @@ class DeviceAllocator : public MetadataObject {
   std::string DescribeBadPointer(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NotePagesMapped(ArenaKind kind, int64_t pages)
+  // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`: the
+  // reserved bytes, page counters and segments (arenas holding mapped pages).
+  void NotePagesMapped(const Arena* arena, int64_t pages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
@@ -270,7 +293,12 @@ class DeviceAllocator : public MetadataObject {
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
   SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
   VaRuns runs_ ABSL_GUARDED_BY(mu_);
-  PageList map_pages_ ABSL_GUARDED_BY(mu_);  // MapUnder's scratch
+  // MapUnder's scratch (no allocation per map once warm): the pages it got,
+  // and of them the ones it created and the ones it moved.
+  PageList map_pages_ ABSL_GUARDED_BY(mu_);
+  PageList created_pages_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<MovedPage> moved_pages_ ABSL_GUARDED_BY(mu_);
+  MetadataVector<size_t> moved_indices_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fragfree

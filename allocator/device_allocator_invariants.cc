@@ -158,6 +158,23 @@ absl::Status DeviceAllocator::CheckInvariants() const {
   if (size_t(mapped_pages) + pages_.idle_pages() != pages_.created_pages()) {
     return fail("pages created != mapped + idle (a page was lost)");
   }
+  int64_t segments[3] = {};
+  for (const auto& arena : arenas_) {
+    if (arena->mapped_pages() == 0) continue;
+    ++segments[kPoolAll];
+    ++segments[arena->kind() == ArenaKind::kSmall ? kPoolSmall : kPoolLarge];
+  }
+  for (int p = 0; p < 3; ++p) {
+    const Stat& s = stats_.segment.pool[p];
+    if (s.current != segments[p] || s.peak < s.current) {
+      return fail(absl::StrFormat(
+          "segment.%s current %d (peak %d) != arenas holding pages %d",
+          kStatPoolNames[p], s.current, s.peak, segments[p]));
+    }
+  }
+  if (pages_.idle_counts().peak < pages_.idle_pages()) {
+    return fail("the idle pages' peak is below their count");
+  }
   return absl::OkStatus();
 }
 

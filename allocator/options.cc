@@ -169,6 +169,7 @@ const std::vector<std::string>& Options::KnownKeys() {
       new std::vector<std::string>{"backend",
                                    "host_capacity_mb",
                                    "host_granularity_kb",
+                                   "host_devices",
                                    "per_process_memory_fraction",
                                    "memory_limit_mb",
                                    "roundup_power2_divisions",
@@ -248,6 +249,13 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
         n = BadValue(key, value, "a power of two >= 4 (KiB)");
       }
       if (n.ok()) o.host_granularity_bytes = *n * kKiB;
+      status = n.status();
+    } else if (key == "host_devices") {
+      absl::StatusOr<uint64_t> n = ParseUint(key, value);
+      if (n.ok() && (*n == 0 || *n > 64)) {
+        n = BadValue(key, value, "a number of devices from 1 to 64");
+      }
+      if (n.ok()) o.host_devices = int(*n);
       status = n.status();
     } else if (key == "per_process_memory_fraction") {
       double f = 0;

@@ -25,6 +25,9 @@ struct Options {
   BackendKind backend = BackendKind::kCuda;
   size_t host_capacity_bytes = size_t{1} << 30;  // host/simulated backends
   size_t host_granularity_bytes = size_t{2} << 20;
+  // Devices the host/simulated backends emulate (0 .. n-1), each with its own
+  // host_capacity_bytes: multi-device paths tested without GPUs.
+  int host_devices = 1;
   double memory_fraction = 1.0;  // of the device's total memory
   size_t memory_limit_bytes =
       0;  // 0: no limit beyond the device (and fraction)

@@ -3,6 +3,7 @@
 // to the process Runtime's device allocators. Thread-safety: every function is
 // thread-safe (the Runtime and allocators lock).
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -21,8 +22,8 @@ using fragfree::Runtime;
 
 namespace {
 
-// Runs fn(allocator) for `device`, or for every existing device when device <
-// 0.
+// Runs fn(allocator) for `device`, or for every existing device when device
+// is FF_DEVICE_ALL (any negative value).
 template <typename Fn>
 ff_status_t ForDevices(int device, Fn&& fn) {
   Runtime& rt = Runtime::Get();
@@ -38,6 +39,87 @@ ff_status_t ForDevices(int device, Fn&& fn) {
   }
   return FF_OK;
 }
+
+// The allocator of the device that owns live allocation `ptr`, or nullptr.
+DeviceAllocator* OwnerOf(const void* ptr) {
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    DeviceAllocator* d = Runtime::Get().Existing(i);
+    if (d != nullptr && d->AllocationSize(ptr) > 0) return d;
+  }
+  return nullptr;
+}
+
+// `device` for the functions that describe one device: FF_DEVICE_DEFAULT (any
+// negative value) is device 0.
+int OneDevice(int device) { return device < 0 ? 0 : device; }
+
+// ff_stats_t's layout for FF_STATS_VERSION 1, pinned. The struct is generated
+// from the field lists (allocator/obs/stat_fields.h), so a field added to any
+// list but the very end moves every field after it, and an old caller would
+// read the wrong numbers. If one of these fails, the ABI changed: append the
+// new field at the end instead, or bump FF_STATS_VERSION and give the new
+// layout its own checks.
+static_assert(FF_STATS_VERSION == 1, "ff_stats_t changed: pin its new layout");
+static_assert(sizeof(ff_stat_t) == 32);
+static_assert(offsetof(ff_stats_t, size) == 0);
+static_assert(offsetof(ff_stats_t, version) == 4);
+#define FF_STATS_V1_OFFSETS(X)  \
+  X(allocation, 8)              \
+  X(segment, 104)               \
+  X(active, 200)                \
+  X(inactive_split, 296)        \
+  X(allocated_bytes, 392)       \
+  X(reserved_bytes, 488)        \
+  X(active_bytes, 584)          \
+  X(inactive_split_bytes, 680)  \
+  X(requested_bytes, 776)       \
+  X(oversize_allocations, 872)  \
+  X(oversize_segments, 904)     \
+  X(mapped_bytes, 936)          \
+  X(idle_page_bytes, 968)       \
+  X(num_alloc_retries, 1000)    \
+  X(num_ooms, 1008)             \
+  X(max_split_size, 1016)       \
+  X(num_sync_all_streams, 1024) \
+  X(num_device_alloc, 1032)     \
+  X(num_device_free, 1040)      \
+  X(pages_mapped, 1048)         \
+  X(pages_unmapped, 1056)       \
+  X(pages_remapped, 1064)       \
+  X(handles_created, 1072)      \
+  X(handles_released, 1080)     \
+  X(fences_recorded, 1088)      \
+  X(fence_waits, 1096)          \
+  X(num_streams, 1104)          \
+  X(num_arenas, 1112)           \
+  X(invalid_frees, 1120)        \
+  X(cached_free_bytes, 1128)    \
+  X(reclaimable_bytes, 1136)    \
+  X(largest_free_block, 1144)   \
+  X(total_free_va_mapped, 1152) \
+  X(device_total_bytes, 1160)   \
+  X(device_free_bytes, 1168)    \
+  X(memory_limit_bytes, 1176)   \
+  X(page_size, 1184)            \
+  X(u_alloc, 1192)              \
+  X(u_active, 1200)             \
+  X(external_fragmentation, 1208)
+#define FF_PIN_OFFSET(name, offset)                   \
+  static_assert(offsetof(ff_stats_t, name) == offset, \
+                "ff_stats_t." #name " moved: an ABI change");
+FF_STATS_V1_OFFSETS(FF_PIN_OFFSET)
+#undef FF_PIN_OFFSET
+#undef FF_STATS_V1_OFFSETS
+static_assert(sizeof(ff_stats_t) == 1216,
+              "ff_stats_t grew: a new layout needs a new FF_STATS_VERSION");
+// Every field of the lists is pinned above: the count of fields must match.
+#define FF_COUNT(name) +1
+static_assert(0 FF_STAT_ARRAY_FIELDS(FF_COUNT) == 9 &&
+                  0 FF_STAT_FIELDS(FF_COUNT) == 4 &&
+                  0 FF_COUNTER_FIELDS(FF_COUNT) == 16 &&
+                  0 FF_GAUGE_FIELDS(FF_COUNT) == 8,
+              "a stat field was added or removed: pin ff_stats_t's layout");
+#undef FF_COUNT
 
 }  // namespace
 
@@ -88,13 +170,8 @@ void* ff_malloc(size_t size, int device, ff_stream_t stream) {
 ff_status_t ff_free(void* ptr, int device) {
   if (ptr == nullptr) return FF_OK;
   Runtime& rt = Runtime::Get();
-  if (device < 0) {
-    for (int i = 0; i < fragfree::kMaxDevices; ++i) {
-      DeviceAllocator* d = rt.Existing(i);
-      if (d != nullptr && d->AllocationSize(ptr) > 0) {
-        return rt.Report(d->Free(ptr));
-      }
-    }
+  if (device < 0) {  // FF_DEVICE_OWNER (any negative value, as ever)
+    if (DeviceAllocator* d = OwnerOf(ptr)) return rt.Report(d->Free(ptr));
     return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
         "ff_free: pointer %p is not a live fragfree allocation on any device",
         ptr)));
@@ -109,14 +186,23 @@ ff_status_t ff_free(void* ptr, int device) {
 }
 
 ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream) {
-  return ForDevices(device < 0 ? 0 : device, [&](DeviceAllocator& d) {
-    return d.RecordStream(ptr,
-                          reinterpret_cast<fragfree::StreamHandle>(stream));
-  });
+  const auto handle = reinterpret_cast<fragfree::StreamHandle>(stream);
+  if (device < 0) {  // FF_DEVICE_OWNER (any negative value)
+    Runtime& rt = Runtime::Get();
+    if (DeviceAllocator* d = OwnerOf(ptr)) {
+      return rt.Report(d->RecordStream(ptr, handle));
+    }
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_record_stream: pointer %p is not a live fragfree allocation on "
+        "any device",
+        ptr)));
+  }
+  return ForDevices(
+      device, [&](DeviceAllocator& d) { return d.RecordStream(ptr, handle); });
 }
 
 ff_status_t ff_retire_stream(ff_stream_t stream) {
-  return ForDevices(-1, [&](DeviceAllocator& d) {
+  return ForDevices(FF_DEVICE_ALL, [&](DeviceAllocator& d) {
     return d.RetireStream(reinterpret_cast<fragfree::StreamHandle>(stream));
   });
 }
@@ -138,7 +224,7 @@ ff_status_t ff_set_memory_limit(size_t bytes, int device) {
 
 ff_status_t ff_get_stats(int device, ff_stats_t* out) {
   // Like the JSON form, a device not yet served reports zeros (no creation).
-  if (device < 0) device = 0;
+  device = OneDevice(device);
   if (out == nullptr || out->size < sizeof(ff_stats_t)) {
     return Runtime::Get().Report(absl::InvalidArgumentError(
         "ff_get_stats: out must point to an ff_stats_t with size set to "
@@ -188,7 +274,7 @@ size_t CopyOut(const std::string& text, char* buf, size_t len) {
 // Read-only queries never create a device's allocator (and with it a CUDA
 // context): a device fragfree has not served reports as empty.
 size_t ff_stats_json(int device, char* buf, size_t len) {
-  if (device < 0) device = 0;
+  device = OneDevice(device);
   DeviceAllocator* d = Runtime::Get().Existing(device);
   return CopyOut(
       fragfree::StatsToJson(d ? d->GetStats() : fragfree::DeviceStats()), buf,
@@ -196,7 +282,7 @@ size_t ff_stats_json(int device, char* buf, size_t len) {
 }
 
 size_t ff_snapshot_json(int device, char* buf, size_t len) {
-  if (device < 0) device = 0;
+  device = OneDevice(device);
   DeviceAllocator* d = Runtime::Get().Existing(device);
   return CopyOut(
       d ? fragfree::SnapshotToJson(d->device(), d->Arenas(), d->Trace(),
@@ -215,7 +301,7 @@ size_t ff_bucket_advice_json(int device, int num_buckets, char* buf,
         num_buckets, fragfree::kMaxAdvisedBuckets)));
     return 0;
   }
-  if (device < 0) device = 0;
+  device = OneDevice(device);
   DeviceAllocator* d = rt.Existing(device);
   const fragfree::Options options = d ? d->options() : rt.options();
   const size_t k =
@@ -285,8 +371,7 @@ ff_status_t ff_dump_snapshot(int device, const char* path) {
     return Runtime::Get().Report(
         absl::InvalidArgumentError("ff_dump_snapshot: no path given"));
   }
-  return Runtime::Get().Report(
-      fragfree::DumpSnapshot(device < 0 ? 0 : device, path));
+  return Runtime::Get().Report(fragfree::DumpSnapshot(OneDevice(device), path));
 }
 
 ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
@@ -315,7 +400,7 @@ ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
 
 ff_status_t ff_record_history(int device, int enabled, size_t max_entries) {
   if (enabled && max_entries == 0) max_entries = 100000;
-  if (device < 0) {
+  if (device < 0) {  // FF_DEVICE_ALL
     // Devices not in use yet start with this trace when they are.
     Runtime& rt = Runtime::Get();
     if (ff_status_t s = rt.Report(
@@ -349,7 +434,8 @@ ff_status_t ff_reset_accumulated_stats(int device) {
 }
 
 size_t ff_allocation_size(const void* ptr, int device) {
-  DeviceAllocator* d = Runtime::Get().Existing(device);
+  DeviceAllocator* d =  // device < 0: FF_DEVICE_OWNER
+      device < 0 ? OwnerOf(ptr) : Runtime::Get().Existing(device);
   return d == nullptr ? 0 : d->AllocationSize(ptr);
 }
 

@@ -25,14 +25,15 @@ void fragfree_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {
   ff_free(ptr, device);
 }
 
-void fragfree_empty_cache(void) { ff_empty_cache(-1); }
+void fragfree_empty_cache(void) { ff_empty_cache(FF_DEVICE_ALL); }
 
 void fragfree_set_memory_fraction(double fraction, int device) {
   ff_set_memory_fraction(fraction, device);
 }
 
+// PyTorch passes no device: the pointer's owner is found (on any device).
 void fragfree_record_stream(void* ptr, void* stream) {
-  ff_record_stream(ptr, -1, stream);
+  ff_record_stream(ptr, FF_DEVICE_OWNER, stream);
 }
 
 }  // extern "C"

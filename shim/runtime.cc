@@ -91,7 +91,7 @@ absl::Status Runtime::Shutdown() {
 absl::StatusOr<int> Runtime::DeviceCount() {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = EnsureOptionsLocked(); !s.ok()) return s;
-  if (options_.backend != BackendKind::kCuda) return 1;
+  if (options_.backend != BackendKind::kCuda) return options_.host_devices;
 #ifdef FRAGFREE_WITH_CUDA
   absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
   if (!cu.ok()) return cu.status();
@@ -141,12 +141,12 @@ absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
         "FRAGFREE_CONF=backend:host");
 #endif
   } else {
-    if (device != 0) {
+    if (device >= options_.host_devices) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "fragfree: device %d does not exist: the %s backend emulates one "
-          "device (0)",
-          device,
-          options_.backend == BackendKind::kHost ? "host" : "simulated"));
+          "fragfree: device %d does not exist: the %s backend emulates %d "
+          "device(s) (the host_devices option)",
+          device, options_.backend == BackendKind::kHost ? "host" : "simulated",
+          options_.host_devices));
     }
     if (options_.backend == BackendKind::kHost) {
       absl::StatusOr<std::unique_ptr<HostBackend>> b = HostBackend::Create(

@@ -327,7 +327,8 @@ absl::Status Arena::UnmapPage(size_t index, PageList* out) {
 }
 
 absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
-                                   PageList* out, VaRuns* runs) {
+                                   PageList* out, VaRuns* runs,
+                                   MetadataVector<size_t>* indices) {
   FF_CHECK(block->is_free(), "UnmapFreePages on a block in use");
   size_t first = EndPage(block->addr);
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
@@ -336,12 +337,64 @@ absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
   for (; p < end && done < max_pages; ++p) {
     if (page_of_[p] == kNoPage) continue;
     if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
+    if (indices != nullptr) indices->push_back(p);
     AddToRuns(runs, base_ + p * page_size_, page_size_);
     ++done;
   }
   if (!AnyMapped(p, end)) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
+}
+
+size_t Arena::RestorePages(
+    const MetadataVector<std::pair<size_t, PageId>>& pages, PageList* failed,
+    VaRuns* runs) {
+  if (pages.empty()) return 0;
+  MetadataVector<size_t>& mapped_now = scratch_mapped_;
+  mapped_now.clear();
+  for (const auto& [p, id] : pages) {
+    FF_CHECK(page_of_[p] == kNoPage, "RestorePages over a mapped page");
+    if (!backend_->Map(base_ + p * page_size_, page_size_, pool_->handle(id))
+             .ok()) {
+      failed->push_back(id);
+      continue;
+    }
+    page_of_[p] = id;
+    SetMappedBit(p, true);
+    mapped_now.push_back(p);
+  }
+  // One SetAccess per contiguous run; a run it fails on is unmapped again.
+  size_t restored = 0;
+  for (size_t i = 0; i < mapped_now.size();) {
+    size_t j = i + 1;
+    while (j < mapped_now.size() && mapped_now[j] == mapped_now[j - 1] + 1) ++j;
+    const bool ok = backend_
+                        ->SetAccess(base_ + mapped_now[i] * page_size_,
+                                    (j - i) * page_size_)
+                        .ok();
+    for (size_t k = i; k < j; ++k) {
+      const size_t p = mapped_now[k];
+      if (!ok) {
+        if (backend_->Unmap(base_ + p * page_size_, page_size_).ok()) {
+          failed->push_back(page_of_[p]);
+          page_of_[p] = kNoPage;
+          SetMappedBit(p, false);
+          continue;
+        }
+        without_access_.insert(p);  // mapped, its access unknown
+      }
+      ++restored;
+      ++mapped_pages_;
+      mapped_end_ = std::max(mapped_end_, p + 1);
+      if (ok) AddToRuns(runs, base_ + p * page_size_, page_size_);
+    }
+    i = j;
+  }
+  // Free blocks holding a whole mapped page again are reclaim candidates.
+  for (Block* b = first_; b != nullptr && restored > 0; b = b->next) {
+    if (b->is_free() && !b->queued && HasReclaimablePage(b)) Enqueue(b);
+  }
+  return restored;
 }
 
 const Block* Arena::BlockContaining(uintptr_t addr) const {

@@ -85,9 +85,22 @@ class Arena : public MetadataObject {
   size_t ReclaimablePages(const Block* block) const;
   // Unmaps up to `max_pages` whole pages inside free block `block`, appending
   // their ids to `out` (they are then the caller's, normally back to the pool).
-  // When `runs` is given, the VA ranges unmapped are appended to it.
+  // When `runs` is given, the VA ranges unmapped are appended to it; when
+  // `indices` is, the page indices unmapped (in the order of `out`).
   absl::Status UnmapFreePages(const Block* block, size_t max_pages,
-                              PageList* out, VaRuns* runs = nullptr);
+                              PageList* out, VaRuns* runs = nullptr,
+                              MetadataVector<size_t>* indices = nullptr);
+  // Maps pages back at the indices UnmapFreePages took them from: `pages` are
+  // (index, page) pairs sorted by index, each index unmapped now and inside a
+  // free block (a failed request gives back what it took: Note [A failed
+  // request gives back what it took] in docs/design.md). A page that cannot be
+  // mapped and made accessible again is appended to `failed` (the caller's); a
+  // page whose undo Unmap fails too stays mapped, recorded as without access
+  // (as in MapPages). Free blocks that hold a whole mapped page again rejoin
+  // the reclaim queue or the remainder bins. Returns the pages now mapped
+  // here; `runs` (optional) receives the VA ranges mapped.
+  size_t RestorePages(const MetadataVector<std::pair<size_t, PageId>>& pages,
+                      PageList* failed, VaRuns* runs = nullptr);
   // Bytes of `block` that lie on mapped pages.
   size_t MappedBytes(const Block* block) const;
   bool IsFullyMapped(const Block* block) const {

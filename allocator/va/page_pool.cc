@@ -1,5 +1,7 @@
 #include "allocator/va/page_pool.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "allocator/base/units.h"
 
@@ -16,6 +18,7 @@ bool PagePool::TakeIdle(PageId* page) {
   if (idle_.empty()) return false;
   *page = idle_.back();
   idle_.pop_back();
+  ++idle_counts_.removed;
   return true;
 }
 
@@ -42,13 +45,30 @@ absl::Status PagePool::CreatePage(PageId* page) {
   return absl::OkStatus();
 }
 
-void PagePool::ReturnIdle(PageId page) { idle_.push_back(page); }
+void PagePool::ReturnIdle(PageId page) {
+  idle_.push_back(page);
+  ++idle_counts_.added;
+  idle_counts_.peak = std::max(idle_counts_.peak, idle_.size());
+}
+
+absl::Status PagePool::ReleasePage(PageId page) {
+  if (absl::Status s = backend_->Release(handles_[page]); !s.ok()) {
+    ReturnIdle(page);
+    return s;
+  }
+  handles_[page] = PhysHandle{};
+  unused_ids_.push_back(page);
+  --created_;
+  ++total_released_;
+  return absl::OkStatus();
+}
 
 absl::Status PagePool::ReleaseIdle(size_t keep) {
   while (idle_.size() > keep) {
     PageId id = idle_.back();
     if (absl::Status s = backend_->Release(handles_[id]); !s.ok()) return s;
     idle_.pop_back();
+    ++idle_counts_.removed;
     handles_[id] = PhysHandle{};
     unused_ids_.push_back(id);
     --created_;

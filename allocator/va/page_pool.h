@@ -36,8 +36,22 @@ class PagePool {
   absl::Status CreatePage(PageId* page);
   // A page that is no longer mapped becomes idle.
   void ReturnIdle(PageId page);
+  // Releases a page that is neither mapped nor idle (one CreatePage made for a
+  // request that then failed) back to the device. If the backend refuses, the
+  // page becomes idle and the error is returned.
+  absl::Status ReleasePage(PageId page);
   // Releases idle pages back to the device until at most `keep` remain idle.
   absl::Status ReleaseIdle(size_t keep);
+
+  // Idle pages over time (the engine reports them as idle_page_bytes).
+  struct IdleCounts {
+    size_t peak = 0;       // most idle pages at once since ResetIdlePeak
+    uint64_t added = 0;    // pages that became idle, since ResetIdleCounts
+    uint64_t removed = 0;  // pages that stopped being idle (taken, released)
+  };
+  const IdleCounts& idle_counts() const { return idle_counts_; }
+  void ResetIdlePeak() { idle_counts_.peak = idle_.size(); }
+  void ResetIdleCounts() { idle_counts_.added = idle_counts_.removed = 0; }
 
   PhysHandle handle(PageId page) const { return handles_[page]; }
   size_t idle_pages() const { return idle_.size(); }
@@ -53,7 +67,8 @@ class PagePool {
   MetadataVector<PhysHandle> handles_;  // by PageId; value 0 once released
   PageList idle_;
   PageList unused_ids_;  // ids of released handles, for reuse
-  size_t created_ = 0;   // live handles (mapped + idle)
+  IdleCounts idle_counts_;
+  size_t created_ = 0;  // live handles (mapped + idle)
   uint64_t total_created_ = 0;
   uint64_t total_released_ = 0;
 };

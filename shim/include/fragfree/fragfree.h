@@ -21,6 +21,22 @@ extern "C" {
 
 typedef void* ff_stream_t;
 
+/* The `device` argument: a device index (0, 1, ...), or one of these. They are
+ * all -1 (the value every function has always taken), so each function
+ * accepts the one its comment names and gives -1 that meaning:
+ *  - FF_DEVICE_OWNER: the device whose allocator owns the pointer passed
+ *    (ff_free, ff_record_stream, ff_allocation_size);
+ *  - FF_DEVICE_ALL: every device fragfree serves (ff_empty_cache,
+ *    ff_set_memory_fraction, ff_set_memory_limit, ff_reset_peak_stats,
+ *    ff_reset_accumulated_stats, ff_check_invariants, ff_record_history);
+ *  - FF_DEVICE_DEFAULT: device 0, for the functions that describe one device
+ *    (ff_get_stats, ff_stats_json, ff_snapshot_json, ff_bucket_advice_json,
+ *    ff_dump_snapshot).
+ * ff_malloc and ff_set_oom_hints take a device index only. */
+#define FF_DEVICE_OWNER (-1)
+#define FF_DEVICE_ALL (-1)
+#define FF_DEVICE_DEFAULT (-1)
+
 typedef enum ff_status_t {
   FF_OK = 0,
   FF_ERR_INVALID_ARGUMENT = 1, /* bad pointer, bad size, double free, bad key */
@@ -39,7 +55,10 @@ typedef struct ff_stat_t {
 } ff_stat_t;
 
 /* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md).
- */
+ * The fields come from the lists in fragfree/stat_fields.h; their layout for
+ * FF_STATS_VERSION is pinned (every offset and the size) by static_asserts in
+ * fragfree (shim/c_api.cc), so a field added anywhere but at the end of the
+ * struct cannot shift it silently: a new layout needs a new version. */
 typedef struct ff_stats_t {
   uint32_t size;    /* sizeof(ff_stats_t), set by the caller */
   uint32_t version; /* FF_STATS_VERSION, set by fragfree */
@@ -68,30 +87,45 @@ FF_API ff_status_t ff_shutdown(void);
 FF_API const char* ff_version(void);
 FF_API int ff_device_count(void);
 
-/* NULL for size 0 (not an error) and on failure (with the handler called). */
+/* NULL for size 0 (not an error) and on failure (with the handler called).
+ * device: an index (a negative one is FF_ERR_INVALID_ARGUMENT). A request that
+ * fails leaves the device's memory as it was: the pages fragfree created, moved
+ * or mapped while trying are given back first. */
 FF_API void* ff_malloc(size_t size, int device, ff_stream_t stream);
-/* device < 0: find the device that owns ptr. NULL is a no-op. */
+/* device: an index, or FF_DEVICE_OWNER to find the device that owns ptr. NULL
+ * is a no-op. */
 FF_API ff_status_t ff_free(void* ptr, int device);
+/* ptr (live) is also used by work on `stream`: its memory is reused only after
+ * that work completes. device: an index, or FF_DEVICE_OWNER to find the device
+ * that owns ptr (FF_ERR_INVALID_ARGUMENT if no device does). */
 FF_API ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream);
 /* Call before destroying a stream fragfree allocated on (cudaStreamDestroy):
  * waits for the work issued on it and forgets the handle, on every device. */
 FF_API ff_status_t ff_retire_stream(ff_stream_t stream);
-/* device < 0: every device. */
+/* device: an index, or FF_DEVICE_ALL (every device in use). */
 FF_API ff_status_t ff_empty_cache(int device);
+/* device: an index, or FF_DEVICE_ALL (every device in use). */
 FF_API ff_status_t ff_set_memory_fraction(double fraction, int device);
-/* bytes == 0 removes the byte limit. */
+/* bytes == 0 removes the byte limit. device: an index, or FF_DEVICE_ALL. */
 FF_API ff_status_t ff_set_memory_limit(size_t bytes, int device);
+/* device: an index, or FF_DEVICE_DEFAULT (device 0). A device fragfree has not
+ * served reports zeros. */
 FF_API ff_status_t ff_get_stats(int device, ff_stats_t* out);
 /* Writes the stats as one JSON object (memory_stats() keys) into buf; returns
- * the length the full text needs (excluding the NUL), or 0 on error. */
+ * the length the full text needs (excluding the NUL), or 0 on error. device:
+ * an index, or FF_DEVICE_DEFAULT (device 0). */
 FF_API size_t ff_stats_json(int device, char* buf, size_t len);
+/* device: an index, or FF_DEVICE_ALL. */
 FF_API ff_status_t ff_reset_peak_stats(int device);
+/* device: an index, or FF_DEVICE_ALL. */
 FF_API ff_status_t ff_reset_accumulated_stats(int device);
-/* Requested size of a live allocation, 0 if ptr is not one. */
+/* Requested size of a live allocation, 0 if ptr is not one. device: an index,
+ * or FF_DEVICE_OWNER (any device). */
 FF_API size_t ff_allocation_size(const void* ptr, int device);
 /* The device's state as a torch.cuda.memory._snapshot()-shaped JSON object
  * ({"segments": [...], "device_traces": [...]}); returns the full length
- * (excluding the NUL) like ff_stats_json, or 0 on error. */
+ * (excluding the NUL) like ff_stats_json, or 0 on error. device: an index, or
+ * FF_DEVICE_DEFAULT (device 0). */
 FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
 /* The bucket advisor (docs/oom.md): the num_buckets rounding buckets that
  * minimise padding for the request sizes the device has seen (sampled 1 in
@@ -100,8 +134,8 @@ FF_API size_t ff_snapshot_json(int device, char* buf, size_t len);
  * request), the padding and distinct block sizes with the advised buckets,
  * PyTorch's default rounding and roundup_power2_divisions:4, and the
  * histogram's figures. num_buckets <= 0: the bucket_advice_k option; above
- * 256: an error. device < 0: device 0. Returns the full length (excluding the
- * NUL), like ff_stats_json, or 0 on error. */
+ * 256: an error. device: an index, or FF_DEVICE_DEFAULT (device 0). Returns the
+ * full length (excluding the NUL), like ff_stats_json, or 0 on error. */
 FF_API size_t ff_bucket_advice_json(int device, int num_buckets, char* buf,
                                     size_t len);
 /* The same programme on sequence lengths, for a data loader: the num_buckets
@@ -115,12 +149,13 @@ FF_API size_t ff_advise_sequence_buckets_json(const int64_t* lengths, size_t n,
                                               char* buf, size_t len);
 /* Writes the device's snapshot to `path`: a pickle that PyTorch's memory viewer
  * opens (python -m torch.cuda._memory_viz trace_plot path -o plot.html), or
- * JSON when the path ends in ".json". device < 0: device 0. */
+ * JSON when the path ends in ".json". device: an index, or FF_DEVICE_DEFAULT
+ * (device 0). */
 FF_API ff_status_t ff_dump_snapshot(int device, const char* path);
 /* Starts (enabled != 0, keeping the last max_entries events) or stops and drops
  * (enabled == 0) the trace of alloc/free/map/unmap/oom events that snapshots
- * return as device_traces. device < 0: every device in use and every device
- * used later. */
+ * return as device_traces. device: an index, or FF_DEVICE_ALL (every device in
+ * use and every device used later). */
 FF_API ff_status_t ff_record_history(int device, int enabled,
                                      size_t max_entries);
 /* Tags the trace entries of the calling thread's next calls (alloc,
@@ -140,12 +175,14 @@ FF_API uint32_t ff_set_trace_context(uint32_t context);
 #define FF_TECH_SHARDED (1u << 4)
 #define FF_TECH_LORA_PEFT (1u << 5)
 #define FF_TECH_CPU_OFFLOAD (1u << 6)
+/* device: an index. */
 FF_API ff_status_t ff_set_oom_hints(int device, size_t parameter_bytes,
                                     size_t gradient_bytes,
                                     size_t optimizer_state_bytes,
                                     size_t other_persistent_bytes,
                                     uint32_t techniques);
-/* Checks the allocator's invariants (tests, debugging): FF_OK or why not. */
+/* Checks the allocator's invariants (tests, debugging): FF_OK or why not.
+ * device: an index, or FF_DEVICE_ALL. */
 FF_API ff_status_t ff_check_invariants(int device);
 
 FF_API void ff_set_error_handler(ff_error_handler_t handler, void* arg);
@@ -154,7 +191,8 @@ FF_API const char* ff_last_error(void);
 FF_API const char* ff_status_name(ff_status_t status);
 
 /* PyTorch's CUDAPluggableAllocator entry points (exact ABI; stream is a
- * cudaStream_t). free receives the allocation's size, device and stream.
+ * cudaStream_t). free receives the allocation's size, device and stream;
+ * record_stream only the pointer (its device is the one that owns it).
  * fragfree_malloc is the one function that throws: PyTorch does not check for
  * NULL, so when memory runs out it throws std::runtime_error with the OOM
  * report
