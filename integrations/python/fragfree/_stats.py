@@ -7,7 +7,10 @@ fragfree's own ("mapped_bytes.current", "fragmentation.u_alloc", ...).
 ``flatten`` is torch.cuda.memory.memory_stats()'s algorithm (PyTorch 2.11,
 torch/cuda/memory.py) so that flatten(nest(flat)) == sorted(flat).
 ``summary_text`` is fragfree.memory_summary(): a short report with U_alloc
-and the fragmentation verdict. Pure Python; no torch, no library calls.
+and the fragmentation verdict. The verdict is libfragfree's
+("fragmentation.gap_verdict" in the stats: low, moderate or severe; a gap
+between allocated and reserved memory above 20% means fragmentation is
+severe); this module only prints it. Pure Python; no torch, no library calls.
 """
 
 from __future__ import annotations
@@ -108,8 +111,10 @@ def format_size(n: float) -> str:
 
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:
     """fragfree.memory_summary(): allocated/reserved, U_alloc, U_active, waste,
-    external fragmentation and the allocated-vs-reserved verdict (a gap over
-    20% is severe; DESIGN.md, Observability)."""
+    external fragmentation and libfragfree's verdict on the gap between
+    allocated and reserved memory ("fragmentation.gap_verdict", now, and
+    "fragmentation.peak_gap_verdict", at the peak). A stats dict without the
+    verdicts (a library that predates them) prints the gap without one."""
 
     def g(key: str, default: Any = 0) -> Any:
         return stats.get(key, default)
@@ -122,14 +127,17 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
     waste = g("fragmentation.waste_bytes", res_peak - alloc_peak)
     external = g("fragmentation.external", 0.0)
     gap_now = g("fragmentation.gap_now", (1 - alloc_cur / res_cur) if res_cur else 0.0)
-    if res_cur == 0:
-        verdict = "nothing reserved"
-    elif gap_now > 0.20:
-        verdict = "SEVERE: over 20% of reserved memory is not allocated"
-    elif gap_now > 0.10:
-        verdict = "moderate"
-    else:
-        verdict = "ok"
+    peak_gap = g("fragmentation.peak_gap", (1 - alloc_peak / res_peak) if res_peak else 0.0)
+
+    def verdict(key: str, reserved: Any) -> str:
+        if reserved == 0:
+            return "nothing reserved"
+        name = g(key, None)
+        if name is None:
+            return "no verdict from this library"
+        if name == "severe":
+            return "SEVERE fragmentation"
+        return str(name)
     lines = [
         f"fragfree memory summary, device {device}" + (f" ({header})" if header else ""),
         f"  allocated      current {format_size(alloc_cur):>12}   peak {format_size(alloc_peak):>12}",
@@ -143,7 +151,10 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
         f"  U_active = peak active / peak reserved    = {u_active:.3f}",
         f"  waste    = peak reserved - peak allocated = {format_size(waste)}",
         f"  external fragmentation = 1 - largest free / total free = {external:.3f}",
-        f"  reserved but unallocated now: {100 * gap_now:.1f}% -> {verdict}",
+        f"  reserved but unallocated now: {100 * gap_now:.1f}% -> "
+        f"{verdict('fragmentation.gap_verdict', res_cur)}",
+        f"  reserved but unallocated at the peak: {100 * peak_gap:.1f}% -> "
+        f"{verdict('fragmentation.peak_gap_verdict', res_peak)}",
         f"  OOMs {g('num_ooms')}   alloc retries {g('num_alloc_retries')}   pages mapped "
         f"{g('pages_mapped')} / unmapped {g('pages_unmapped')} / remapped {g('pages_remapped')}",
     ]

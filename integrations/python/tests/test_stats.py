@@ -107,10 +107,27 @@ def test_memory_summary_text(host_lib, live):
 
 
 def test_summary_verdict():
-    base = {"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 100}
-    assert "SEVERE" in _stats.summary_text(dict(base, **{"fragmentation.gap_now": 0.9}), 0)
-    assert "-> ok" in _stats.summary_text(dict(base, **{"fragmentation.gap_now": 0.05}), 0)
+    # The verdict is the library's; the summary prints what it is given.
+    base = {"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 100,
+            "fragmentation.gap_now": 0.9}
+    assert "SEVERE" in _stats.summary_text(dict(base, **{"fragmentation.gap_verdict": "severe"}), 0)
+    assert "-> low" in _stats.summary_text(dict(base, **{"fragmentation.gap_verdict": "low"}), 0)
+    assert "no verdict" in _stats.summary_text(base, 0)
     assert "nothing reserved" in _stats.summary_text({}, 0)
+
+
+def test_library_reports_the_verdict(host_lib):
+    """libfragfree's stats carry the verdicts, judged by one rule: a gap
+    between allocated and reserved memory above 20% is severe, below 10% low."""
+    flat = host_lib.stats(0)
+    for key, gap_key in (("fragmentation.gap_verdict", "fragmentation.gap_now"),
+                         ("fragmentation.peak_gap_verdict", "fragmentation.peak_gap")):
+        gap = flat[gap_key]
+        want = "severe" if gap > 0.20 else "moderate" if gap >= 0.10 else "low"
+        assert flat[key] == want, (key, gap, flat[key])
+    text = fragfree.memory_summary()
+    assert f"-> {flat['fragmentation.gap_verdict']}" in text or "SEVERE" in text \
+        or "nothing reserved" in text
 
 
 # --- nesting and flattening ------------------------------------------------------
