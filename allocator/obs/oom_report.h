@@ -1,7 +1,6 @@
 // OomReport: the report fragfree writes when an allocation fails after every
-// reclaim (DESIGN.md "Observability"; docs/oom.md). Pure formatting and
-// diagnosis over values the engine and the Python integration hand in; no
-// allocator access. It owns:
+// reclaim (docs/oom.md). Pure formatting and diagnosis over values the engine
+// and the Python integration hand in; no allocator access. It owns:
 //  - the facts (OomFacts, what the engine records: DeviceAllocator::
 //    last_oom()) and the optional inputs (live allocations with stacks, the
 //    four memory categories, techniques already on, a bucket advice);

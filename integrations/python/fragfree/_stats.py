@@ -78,7 +78,7 @@ def flatten(nested: Mapping[Any, Any]) -> "collections.OrderedDict[str, Any]":
 
 
 # Every key torch.cuda.memory_summary() indexes directly (a KeyError otherwise),
-# from torch/cuda/memory.py (2.11) and reference/pytorch_allocator.md §5.
+# from torch/cuda/memory.py (2.11).
 def _summary_keys() -> list[str]:
     keys = []
     for group in (
