@@ -47,7 +47,8 @@ bool EstimatePersistent(std::vector<std::pair<uint64_t, size_t>> seq_size,
   return true;
 }
 
-// Adds the decision tree's advice to `d`, skipping what is already on.
+// Adds the advice to `d` in the order OomAdviceOrderText() states, skipping
+// what is already on.
 class AdviceBuilder {
  public:
   AdviceBuilder(const OomContext& ctx, OomDiagnosis* d)

@@ -132,7 +132,7 @@ struct OomDiagnosis {
   OomCause cause = OomCause::kUnknown;
   std::string summary;               // the cause in a sentence or three
   std::vector<std::string> notes;    // capacity observations, one sentence each
-  std::vector<OomAdvice> advice;     // in the decision tree's order
+  std::vector<OomAdvice> advice;     // in OomAdviceOrderText()'s order
   std::vector<std::string> skipped;  // advice ids already on
   std::vector<LiveAllocation> largest;
 };

@@ -111,12 +111,12 @@ std::string StatsToJson(const DeviceStats& s) {
                         "\"fragmentation.u_alloc\":%.6f,\"fragmentation.u_"
                         "active\":%.6f,\"fragmentation.waste_bytes\":%d,"
                         "\"fragmentation.external\":%.6f,\"fragmentation.gap_"
-                        "now\":%.6f,\"fragmentation.gap_verdict\":\"%s\","
+                        "now\":%.6f,\"fragmentation.gap_severity\":%d,"
                         "\"fragmentation.peak_gap\":%.6f,"
-                        "\"fragmentation.peak_gap_verdict\":\"%s\"}",
+                        "\"fragmentation.peak_gap_severity\":%d}",
                         f.u_alloc, f.u_active, f.waste_bytes, f.external,
-                        f.gap_now, GapVerdictName(f.gap_verdict), f.peak_gap,
-                        GapVerdictName(f.peak_gap_verdict));
+                        f.gap_now, int(f.gap_verdict), f.peak_gap,
+                        int(f.peak_gap_verdict));
   return out;
 }
 

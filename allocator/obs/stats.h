@@ -73,7 +73,9 @@ struct DeviceStats {
 // gap = 1 - allocated / reserved: below 10% it is low; above 20% fragmentation
 // is severe; in between, moderate (worth a look). These thresholds are the
 // only ones: every verdict fragfree prints or reports comes from JudgeGap.
-enum class GapVerdict { kLow, kModerate, kSevere };
+// The values are the stats JSON's "fragmentation.gap_severity" (Python's
+// memory_summary names them in this order).
+enum class GapVerdict { kLow = 0, kModerate = 1, kSevere = 2 };
 inline constexpr double kGapModerate = 0.10;  // gap >= this: moderate
 inline constexpr double kGapSevere = 0.20;    // gap > this: severe
 GapVerdict JudgeGap(double gap);
@@ -101,9 +103,10 @@ Fragmentation ComputeFragmentation(const DeviceStats& stats);
 
 // Flat JSON object in torch.cuda.memory_stats() key form ("allocated_bytes.all.
 // current": n, ...), with fragfree's keys and the fragmentation figures under
-// "fragmentation." keys. Every value is a number except
-// "fragmentation.gap_verdict" and "fragmentation.peak_gap_verdict", which are
-// GapVerdictName strings.
+// "fragmentation." keys. Every value is a number (as in memory_stats(), whose
+// consumers log every key as a metric): the verdicts are
+// "fragmentation.gap_severity" and "fragmentation.peak_gap_severity", the
+// GapVerdict values 0 (low), 1 (moderate), 2 (severe).
 std::string StatsToJson(const DeviceStats& stats);
 
 }  // namespace fragfree

@@ -8,9 +8,9 @@ fragfree's own ("mapped_bytes.current", "fragmentation.u_alloc", ...).
 torch/cuda/memory.py) so that flatten(nest(flat)) == sorted(flat).
 ``summary_text`` is fragfree.memory_summary(): a short report with U_alloc
 and the fragmentation verdict. The verdict is libfragfree's
-("fragmentation.gap_verdict" in the stats: low, moderate or severe; a gap
+("fragmentation.gap_severity" in the stats: 0 low, 1 moderate, 2 severe; a gap
 between allocated and reserved memory above 20% means fragmentation is
-severe); this module only prints it. Pure Python; no torch, no library calls.
+severe); this module only names and prints it. Pure Python; no torch, no library calls.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ import collections
 import re
 from typing import Any, Mapping
 
-__all__ = ["nest", "flatten", "format_size", "summary_text", "TORCH_SUMMARY_KEYS"]
+__all__ = ["nest", "flatten", "format_size", "summary_text", "TORCH_SUMMARY_KEYS",
+           "VERDICT_NAMES"]
+
+# The names of libfragfree's "fragmentation.gap_severity" levels, in order
+# (GapVerdict, allocator/obs/stats.h, which alone decides the level).
+VERDICT_NAMES: tuple[str, ...] = ("low", "moderate", "severe")
 
 _POOL_ID_RE = re.compile(r"^(\d+)_(\d+)$")
 # Nested dicts keyed by MemPool id tuples in torch (flattened as "a_b").
@@ -112,8 +117,8 @@ def format_size(n: float) -> str:
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:
     """fragfree.memory_summary(): allocated/reserved, U_alloc, U_active, waste,
     external fragmentation and libfragfree's verdict on the gap between
-    allocated and reserved memory ("fragmentation.gap_verdict", now, and
-    "fragmentation.peak_gap_verdict", at the peak). A stats dict without the
+    allocated and reserved memory ("fragmentation.gap_severity", now, and
+    "fragmentation.peak_gap_severity", at the peak). A stats dict without the
     verdicts (a library that predates them) prints the gap without one."""
 
     def g(key: str, default: Any = 0) -> Any:
@@ -132,12 +137,10 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
     def verdict(key: str, reserved: Any) -> str:
         if reserved == 0:
             return "nothing reserved"
-        name = g(key, None)
-        if name is None:
+        level = g(key, None)
+        if level not in (0, 1, 2):
             return "no verdict from this library"
-        if name == "severe":
-            return "SEVERE fragmentation"
-        return str(name)
+        return VERDICT_NAMES[level] if level < 2 else "SEVERE fragmentation"
     lines = [
         f"fragfree memory summary, device {device}" + (f" ({header})" if header else ""),
         f"  allocated      current {format_size(alloc_cur):>12}   peak {format_size(alloc_peak):>12}",
@@ -152,9 +155,9 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
         f"  waste    = peak reserved - peak allocated = {format_size(waste)}",
         f"  external fragmentation = 1 - largest free / total free = {external:.3f}",
         f"  reserved but unallocated now: {100 * gap_now:.1f}% -> "
-        f"{verdict('fragmentation.gap_verdict', res_cur)}",
+        f"{verdict('fragmentation.gap_severity', res_cur)}",
         f"  reserved but unallocated at the peak: {100 * peak_gap:.1f}% -> "
-        f"{verdict('fragmentation.peak_gap_verdict', res_peak)}",
+        f"{verdict('fragmentation.peak_gap_severity', res_peak)}",
         f"  OOMs {g('num_ooms')}   alloc retries {g('num_alloc_retries')}   pages mapped "
         f"{g('pages_mapped')} / unmapped {g('pages_unmapped')} / remapped {g('pages_remapped')}",
     ]
