@@ -204,9 +204,13 @@ void PrintDeviceSummary(int device, DeviceAllocator& d) {
   const Stat& allocated = s.allocated_bytes.pool[kPoolAll];
   const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
   const Stat& allocs = s.allocation.pool[kPoolAll];
+  // The verdict on the gap at the peak (obs/stats.h JudgeGap): at exit the
+  // current figures say nothing about how the run used its memory.
   std::string verdict;
-  if (reserved.peak > 0 && 1.0 - f.u_alloc > 0.2) {
-    verdict = " -- severe: over 20% of reserved memory unused at the peak";
+  if (reserved.peak > 0) {
+    verdict =
+        absl::StrFormat("; gap at the peak %.1f%%: %s (%s)", 100 * f.peak_gap,
+                        GapVerdictName(f.peak_gap_verdict), GapRuleText());
   }
   fprintf(
       stderr,

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "shim/oom.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
 
@@ -75,7 +76,8 @@ cudaError_t StreamOrderedMalloc(void** ptr, size_t size, cudaStream_t stream,
   NoteEngineStream(s);
   RelaxedCapture relaxed;
   absl::StatusOr<void*> p = d->Malloc(size, s);
-  if (!p.ok()) return ToCuda(p.status());
+  // Out of memory: the whole report (and its files) goes with the error.
+  if (!p.ok()) return ToCuda(OomStatus(*d, p.status()));
   *ptr = *p;
   return cudaSuccess;
 }
@@ -141,7 +143,8 @@ FF_INTERPOSE cudaError_t cudaMalloc(void** devPtr, size_t size) {
   if (d == nullptr) return forward();
   RelaxedCapture relaxed;
   absl::StatusOr<void*> p = d->Malloc(size, kSyncArenaStream);
-  if (!p.ok()) return ToCuda(p.status());
+  // Out of memory: the whole report (and its files) goes with the error.
+  if (!p.ok()) return ToCuda(OomStatus(*d, p.status()));
   *devPtr = *p;
   return cudaSuccess;
 }

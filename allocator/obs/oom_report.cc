@@ -14,18 +14,14 @@
 namespace fragfree {
 namespace {
 
-constexpr double kSevere = 0.20;    // the seed: a gap over 20% is severe
-constexpr double kModerate = 0.10;  // fragfree: worth a look
+// Memory outside fragfree worth a note: this share of the device or more.
+constexpr double kOtherShare = 0.20;
 // Without categories, the largest gap in allocation order among live blocks
 // splits old (persistent) from new (this step) when it spans this much of the
 // order: a training step's churn separates them from the second step on.
 constexpr double kAgeGapShare = 0.25;
 
 size_t Sub(size_t a, size_t b) { return a > b ? a - b : 0; }
-
-const char* Verdict(double gap) {
-  return gap > kSevere ? "severe" : gap >= kModerate ? "moderate" : "low";
-}
 
 double Share(size_t part, size_t whole) {
   return whole == 0 ? 0.0 : double(part) / double(whole);
@@ -51,7 +47,8 @@ bool EstimatePersistent(std::vector<std::pair<uint64_t, size_t>> seq_size,
   return true;
 }
 
-// Adds the decision tree's advice to `d`, skipping what is already on.
+// Adds the advice to `d` in the order OomAdviceOrderText() states, skipping
+// what is already on.
 class AdviceBuilder {
  public:
   AdviceBuilder(const OomContext& ctx, OomDiagnosis* d)
@@ -198,14 +195,20 @@ std::string CauseSentence(const OomContext& ctx, const OomDiagnosis& d) {
       break;
   }
   return "Cannot tell persistent state from activations: no categories were "
-         "given and live allocations show no clear age gap. The seed's "
-         "experiment: run one step with batch size 1. Still out of memory: "
-         "persistent state (parameters, gradients, optimizer state); not: "
-         "activations. fragfree.watch(model, optimizer) lets this report name "
+         "given and live allocations show no clear age gap. To find out, run "
+         "one step with batch size 1: if it still runs out of memory, "
+         "persistent state (parameters, gradients, optimizer state) is the "
+         "cause; if it fits, activations are. fragfree.watch(model, optimizer) "
+         "lets this report name "
          "the four categories.";
 }
 
 }  // namespace
+
+const char* OomAdviceOrderText() {
+  return "nearly free fixes first, then the fixes for the cause, cheapest "
+         "first, and a smaller batch last";
+}
 
 const char* OomCauseName(OomCause cause) {
   switch (cause) {
@@ -322,8 +325,8 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
     d.gap = 1.0 - Share(f.allocated_bytes, f.mapped_bytes);
     d.effective_gap = Share(d.stranded_bytes + d.padding_bytes, f.mapped_bytes);
   }
-  d.gap_verdict = Verdict(d.gap);
-  d.effective_verdict = Verdict(d.effective_gap);
+  d.gap_verdict = GapVerdictName(JudgeGap(d.gap));
+  d.effective_verdict = GapVerdictName(JudgeGap(d.effective_gap));
 
   // Across steps vs within a step.
   if (ctx.categories.has_value()) {
@@ -341,7 +344,7 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
   const size_t cap = f.limit_bytes != 0 ? f.limit_bytes : f.device_total_bytes;
   if (cap != 0 && f.rounded_bytes > cap) {
     d.cause = OomCause::kTooLarge;
-  } else if (d.effective_gap > kSevere) {
+  } else if (JudgeGap(d.effective_gap) == GapVerdict::kSevere) {
     d.cause = OomCause::kFragmentation;
   } else if (d.split_known) {
     d.cause = d.persistent_bytes >= d.activation_bytes ? OomCause::kPersistent
@@ -350,7 +353,7 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
 
   // Capacity notes.
   if (f.device_total_bytes > 0 &&
-      Share(d.other_bytes, f.device_total_bytes) >= kSevere) {
+      Share(d.other_bytes, f.device_total_bytes) >= kOtherShare) {
     d.notes.push_back(absl::StrFormat(
         "%s (%.0f%% of the device) is in use outside fragfree: other "
         "processes, the CUDA context, or allocations that bypass fragfree. "
@@ -372,12 +375,14 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
         "in-flight work); it returns when that work completes.",
         FormatBytes(d.pending_bytes)));
   }
-  if (d.gap > kSevere && d.effective_gap <= kSevere) {
+  if (JudgeGap(d.gap) == GapVerdict::kSevere &&
+      JudgeGap(d.effective_gap) != GapVerdict::kSevere) {
     d.notes.push_back(absl::StrFormat(
-        "The allocated-vs-reserved gap is %.1f%% (severe by the seed's rule), "
-        "but for fragfree %s of the %s cached is whole free pages, which it "
-        "remaps wherever a request needs them: not lost to fragmentation.",
-        100 * d.gap, FormatBytes(f.reclaimable_bytes),
+        "The gap between allocated and reserved memory is %.1f%%, above the "
+        "%.0f%% that usually means severe fragmentation, but for fragfree %s "
+        "of the %s cached is whole free pages, which it remaps wherever a "
+        "request needs them: not lost to fragmentation.",
+        100 * d.gap, 100 * kGapSevere, FormatBytes(f.reclaimable_bytes),
         FormatBytes(f.cached_bytes)));
   }
   if (d.cause == OomCause::kFragmentation) {
@@ -393,8 +398,10 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
         FormatBytes(d.persistent_bytes), FormatBytes(f.allocated_bytes)));
   }
 
-  // Advice: the "free" ones, then the branch of the cause (the seed's tree),
-  // then the last resort.
+  // Advice, in the order OomAdviceOrderText() states: the nearly free ones,
+  // then the branch of the cause (capacity, fragmentation, persistent state or
+  // activations; both when the split is unknown), each cheapest first, then
+  // the last resort.
   AdviceBuilder advice(ctx, &d);
   if (d.cause == OomCause::kTooLarge) {
     advice.Add("split_tensor", "capacity",
@@ -419,7 +426,8 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
   } else {
     advice.Activations();
   }
-  if (d.cause != OomCause::kFragmentation && d.effective_gap > kModerate) {
+  if (d.cause != OomCause::kFragmentation &&
+      JudgeGap(d.effective_gap) != GapVerdict::kLow) {
     advice.Fragmentation(ctx);
   }
   advice.Add("micro_batch", "last_resort",
@@ -464,11 +472,11 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
       FormatBytes(d.padding_bytes), FormatBytes(d.other_bytes));
   absl::StrAppendFormat(
       &s,
-      "Fragmentation: gap %.1f%% (1 - allocated / reserved): %s (the seed: "
-      "over 20%% is severe)\n"
+      "Fragmentation: gap %.1f%% (1 - allocated / reserved): %s (%s)\n"
       "  fragfree's effective gap %.1f%% ((stranded + padding) / reserved): "
       "%s; reclaimable pages are not lost, fragfree remaps them\n\n",
-      100 * d.gap, d.gap_verdict, 100 * d.effective_gap, d.effective_verdict);
+      100 * d.gap, d.gap_verdict, GapRuleText(), 100 * d.effective_gap,
+      d.effective_verdict);
   absl::StrAppend(&s, "Diagnosis (", OomCauseName(d.cause), "): ", d.summary,
                   "\n");
   if (d.split_known) {
@@ -507,7 +515,8 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
     absl::StrAppend(&s, "\nNotes:\n");
     for (const std::string& n : d.notes) absl::StrAppend(&s, "  - ", n, "\n");
   }
-  absl::StrAppend(&s, "\nWhat to try, in order (the seed's decision tree):\n");
+  absl::StrAppend(&s, "\nWhat to try, in order (", OomAdviceOrderText(),
+                  "):\n");
   for (size_t i = 0; i < d.advice.size(); ++i) {
     const OomAdvice& a = d.advice[i];
     absl::StrAppendFormat(&s, "  %d. [%s] %s\n       %s\n", i + 1, a.branch,

@@ -1,12 +1,12 @@
 // OomReport: the report fragfree writes when an allocation fails after every
-// reclaim (DESIGN.md "Observability"; docs/oom.md). Pure formatting and
-// diagnosis over values the engine and the Python integration hand in; no
-// allocator access. It owns:
+// reclaim (docs/oom.md). Pure formatting and diagnosis over values the engine
+// and the Python integration hand in; no allocator access. It owns:
 //  - the facts (OomFacts, what the engine records: DeviceAllocator::
 //    last_oom()) and the optional inputs (live allocations with stacks, the
 //    four memory categories, techniques already on, a bucket advice);
 //  - the diagnosis (DiagnoseOom): device picture, fragmentation verdict, memory
-//    alive across steps vs within a step, and the seed's decision tree;
+//    alive across steps vs within a step, and the advice in order (nearly
+//    free fixes, then the branch of the cause, then the last resort);
 //  - three renderings: text (starts like PyTorch's OOM message), JSON, and a
 //    self-contained HTML page with an SVG memory map (oom_report.cc,
 //    oom_report_json.cc, oom_report_html.cc).
@@ -90,12 +90,14 @@ struct OomContext {
 
 enum class OomCause {
   kTooLarge,       // one request larger than the limit / device
-  kFragmentation,  // stranded partial pages + rounding padding > 20% reserved
+  kFragmentation,  // effective gap judged severe (JudgeGap)
   kPersistent,     // parameters, gradients, optimizer state dominate
   kActivations,    // memory living within a step dominates
   kUnknown,        // no categories and no clear age split: run batch=1
 };
 const char* OomCauseName(OomCause cause);  // "persistent", ...
+// How the advice is ordered, in words, for the renderings.
+const char* OomAdviceOrderText();
 
 struct OomAdvice {
   std::string id;      // "bf16_autocast", "lora_peft", ... (docs/oom.md)
@@ -113,12 +115,13 @@ struct OomDiagnosis {
   size_t stranded_bytes =
       0;  // cached - reclaimable: free bytes in partial pages
   size_t padding_bytes = 0;  // allocated - requested (rounding)
-  // Fragmentation: the seed's gap (1 - allocated / reserved) and fragfree's
-  // effective one ((stranded + padding) / reserved): reclaimable pages are not
-  // lost, fragfree remaps them.
+  // Fragmentation: the gap between allocated and reserved memory (1 -
+  // allocated / reserved) and fragfree's effective one ((stranded + padding) /
+  // reserved): reclaimable pages are not lost, fragfree remaps them. Both
+  // verdicts are GapVerdictName(JudgeGap(...)) (obs/stats.h).
   double gap = 0.0;
   double effective_gap = 0.0;
-  const char* gap_verdict = "low";  // low (<10%), moderate, severe (>20%)
+  const char* gap_verdict = "low";
   const char* effective_verdict = "low";
   // Across steps vs within a step.
   bool categories_known = false;
@@ -129,7 +132,7 @@ struct OomDiagnosis {
   OomCause cause = OomCause::kUnknown;
   std::string summary;               // the cause in a sentence or three
   std::vector<std::string> notes;    // capacity observations, one sentence each
-  std::vector<OomAdvice> advice;     // in the decision tree's order
+  std::vector<OomAdvice> advice;     // in OomAdviceOrderText()'s order
   std::vector<std::string> skipped;  // advice ids already on
   std::vector<LiveAllocation> largest;
 };

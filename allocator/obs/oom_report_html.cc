@@ -328,12 +328,12 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
   absl::StrAppendFormat(
       &h,
       "<h2>Fragmentation</h2><p><span class=\"badge %s\">%s</span>gap %.1f%% "
-      "(1 - allocated / reserved; the seed: over 20%% is severe)</p><p><span "
+      "(1 - allocated / reserved; %s)</p><p><span "
       "class=\"badge %s\">%s</span>fragfree's effective gap %.1f%% ((stranded "
       "+ padding) / reserved): reclaimable pages are not lost, fragfree "
       "remaps them.</p>",
-      d.gap_verdict, d.gap_verdict, 100 * d.gap, d.effective_verdict,
-      d.effective_verdict, 100 * d.effective_gap);
+      d.gap_verdict, d.gap_verdict, 100 * d.gap, GapRuleText(),
+      d.effective_verdict, d.effective_verdict, 100 * d.effective_gap);
 
   h += "<h2>Diagnosis</h2>";
   absl::StrAppend(&h, "<p class=\"cause\"><span class=\"badge\">",
@@ -362,7 +362,8 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
     h += "</ul>";
   }
 
-  h += "<h2>What to try, in order</h2><ol>";
+  absl::StrAppend(&h, "<h2>What to try, in order</h2><p>", OomAdviceOrderText(),
+                  ".</p><ol>");
   for (const OomAdvice& a : d.advice) {
     absl::StrAppend(&h, "<li><span class=\"badge\">", Escape(a.branch),
                     "</span><b>", Escape(a.title), "</b><div class=\"how\">",

@@ -43,8 +43,9 @@ std::string OomReportJson(const OomContext& ctx, const OomDiagnosis& d) {
   absl::StrAppendFormat(
       &s,
       ",\"fragmentation\":{\"gap\":%.6f,\"gap_verdict\":\"%s\","
-      "\"effective_gap\":%.6f,\"effective_verdict\":\"%s\"}",
-      d.gap, d.gap_verdict, d.effective_gap, d.effective_verdict);
+      "\"effective_gap\":%.6f,\"effective_verdict\":\"%s\",\"rule\":%s}",
+      d.gap, d.gap_verdict, d.effective_gap, d.effective_verdict,
+      Quoted(GapRuleText()));
   absl::StrAppendFormat(
       &s,
       ",\"diagnosis\":{\"cause\":\"%s\",\"summary\":%s,\"categories_known\":%"
@@ -68,7 +69,8 @@ std::string OomReportJson(const OomContext& ctx, const OomDiagnosis& d) {
   for (size_t i = 0; i < d.notes.size(); ++i) {
     absl::StrAppend(&s, i ? "," : "", Quoted(d.notes[i]));
   }
-  s += "],\"advice\":[";
+  absl::StrAppend(&s, "],\"advice_order\":", Quoted(OomAdviceOrderText()),
+                  ",\"advice\":[");
   for (size_t i = 0; i < d.advice.size(); ++i) {
     const OomAdvice& a = d.advice[i];
     absl::StrAppend(&s, i ? "," : "", "{\"id\":", Quoted(a.id),

@@ -1,3 +1,5 @@
+// DeviceStats' resets, the fragmentation figures and verdict, and the flat
+// stats JSON. Thread-safety: pure functions over values.
 #include "allocator/obs/stats.h"
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,35 @@ void DeviceStats::ResetAccumulated() {
       num_device_free = 0;
 }
 
+GapVerdict JudgeGap(double gap) {
+  if (gap > kGapSevere) return GapVerdict::kSevere;
+  if (gap >= kGapModerate) return GapVerdict::kModerate;
+  return GapVerdict::kLow;
+}
+
+const char* GapVerdictName(GapVerdict verdict) {
+  switch (verdict) {
+    case GapVerdict::kLow:
+      return "low";
+    case GapVerdict::kModerate:
+      return "moderate";
+    case GapVerdict::kSevere:
+      return "severe";
+  }
+  return "low";
+}
+
+const char* GapRuleText() {
+  // Must state kGapSevere and kGapModerate (stats_test checks the figures).
+  return "a gap between allocated and reserved memory above 20% means "
+         "fragmentation is severe; below 10% it is low";
+}
+
+double AllocatedReservedGap(int64_t allocated, int64_t reserved) {
+  if (reserved <= 0) return 0.0;
+  return 1.0 - double(allocated) / double(reserved);
+}
+
 Fragmentation ComputeFragmentation(const DeviceStats& s) {
   Fragmentation f;
   const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
@@ -42,9 +73,10 @@ Fragmentation ComputeFragmentation(const DeviceStats& s) {
         1.0 - double(std::min(s.largest_free_block, s.cached_free_bytes)) /
                   double(s.cached_free_bytes);
   }
-  if (reserved.current > 0) {
-    f.gap_now = 1.0 - double(allocated.current) / double(reserved.current);
-  }
+  f.gap_now = AllocatedReservedGap(allocated.current, reserved.current);
+  f.gap_verdict = JudgeGap(f.gap_now);
+  f.peak_gap = AllocatedReservedGap(allocated.peak, reserved.peak);
+  f.peak_gap_verdict = JudgeGap(f.peak_gap);
   return f;
 }
 
@@ -79,9 +111,12 @@ std::string StatsToJson(const DeviceStats& s) {
                         "\"fragmentation.u_alloc\":%.6f,\"fragmentation.u_"
                         "active\":%.6f,\"fragmentation.waste_bytes\":%d,"
                         "\"fragmentation.external\":%.6f,\"fragmentation.gap_"
-                        "now\":%.6f}",
+                        "now\":%.6f,\"fragmentation.gap_severity\":%d,"
+                        "\"fragmentation.peak_gap\":%.6f,"
+                        "\"fragmentation.peak_gap_severity\":%d}",
                         f.u_alloc, f.u_active, f.waste_bytes, f.external,
-                        f.gap_now);
+                        f.gap_now, int(f.gap_verdict), f.peak_gap,
+                        int(f.peak_gap_verdict));
   return out;
 }
 

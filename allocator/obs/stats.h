@@ -1,9 +1,12 @@
 // DeviceStats: every counter fragfree keeps for one device, under PyTorch's key
-// names where the meaning matches (torch.cuda.memory_stats(): §5 of
-// reference/pytorch_allocator.md), plus fragfree's own. The field lists are
-// X-macros so the struct, the JSON writer and the Python dict come from one
-// list. Key meanings for fragfree are in docs/stats.md. Thread-safety: plain
-// data; the DeviceAllocator updates it under its lock and hands out copies.
+// names where the meaning matches (torch.cuda.memory_stats()), plus fragfree's
+// own. The field lists are X-macros so the struct, the JSON writer and the
+// Python dict come from one list. Key meanings for fragfree are in
+// docs/stats.md. Also the one definition of the fragmentation verdict on the
+// gap between allocated and reserved memory (JudgeGap), which the OOM report,
+// the LD_PRELOAD exit summary and the stats JSON (hence Python's
+// memory_summary) all use. Thread-safety: plain data and pure functions; the
+// DeviceAllocator updates DeviceStats under its lock and hands out copies.
 #ifndef FRAGFREE_ALLOCATOR_OBS_STATS_H_
 #define FRAGFREE_ALLOCATOR_OBS_STATS_H_
 
@@ -66,20 +69,44 @@ struct DeviceStats {
   void ResetAccumulated();
 };
 
-// Fragmentation figures with the field's definitions (DESIGN.md,
-// docs/stats.md).
+// The verdict on a gap between allocated and reserved memory,
+// gap = 1 - allocated / reserved: below 10% it is low; above 20% fragmentation
+// is severe; in between, moderate (worth a look). These thresholds are the
+// only ones: every verdict fragfree prints or reports comes from JudgeGap.
+// The values are the stats JSON's "fragmentation.gap_severity" (Python's
+// memory_summary names them in this order).
+enum class GapVerdict { kLow = 0, kModerate = 1, kSevere = 2 };
+inline constexpr double kGapModerate = 0.10;  // gap >= this: moderate
+inline constexpr double kGapSevere = 0.20;    // gap > this: severe
+GapVerdict JudgeGap(double gap);
+const char* GapVerdictName(GapVerdict verdict);  // "low", "moderate", "severe"
+// The rule in one sentence, for reports: "a gap between allocated and reserved
+// memory above 20% means fragmentation is severe; below 10% it is low".
+const char* GapRuleText();
+// 1 - allocated / reserved; 0 when nothing is reserved.
+double AllocatedReservedGap(int64_t allocated, int64_t reserved);
+
+// Fragmentation figures with the fields' definitions (docs/stats.md).
 struct Fragmentation {
   double u_alloc = 1.0;     // peak allocated / peak reserved (STAlloc)
   double u_active = 1.0;    // peak active / peak reserved (GMLake)
   int64_t waste_bytes = 0;  // peak reserved - peak allocated
   double external = 0.0;  // 1 - largest free / total free (mapped free memory)
-  double gap_now = 0.0;   // 1 - allocated / reserved, now (the seed's 20% rule)
+  double gap_now = 0.0;   // 1 - allocated / reserved, now
+  GapVerdict gap_verdict = GapVerdict::kLow;  // JudgeGap(gap_now)
+  // 1 - peak allocated / peak reserved (= 1 - u_alloc) and its verdict: the
+  // gap when memory was at its highest (the exit summary judges this one).
+  double peak_gap = 0.0;
+  GapVerdict peak_gap_verdict = GapVerdict::kLow;
 };
 Fragmentation ComputeFragmentation(const DeviceStats& stats);
 
 // Flat JSON object in torch.cuda.memory_stats() key form ("allocated_bytes.all.
 // current": n, ...), with fragfree's keys and the fragmentation figures under
-// "fragfree." keys.
+// "fragmentation." keys. Every value is a number (as in memory_stats(), whose
+// consumers log every key as a metric): the verdicts are
+// "fragmentation.gap_severity" and "fragmentation.peak_gap_severity", the
+// GapVerdict values 0 (low), 1 (moderate), 2 (severe).
 std::string StatsToJson(const DeviceStats& stats);
 
 }  // namespace fragfree

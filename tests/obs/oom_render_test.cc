@@ -1,16 +1,22 @@
 // Tests of the OOM report's renderings: JSON that parses, a self-contained
-// HTML page, and the time for 100k blocks (printed, not asserted). With
+// HTML page, plain words only (no internal names) in every rendering, and the
+// time for 100k blocks (printed, not asserted). With
 // FRAGFREE_OOM_EXAMPLE_DIR set, the example of docs/oom.md is written there as
 // oom_example.{txt,json,html}.
 #include <time.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "allocator/obs/oom_report.h"
+#include "allocator/obs/stats.h"
 #include "gtest/gtest.h"
 #include "tests/obs/oom_test_util.h"
 
@@ -81,6 +87,55 @@ TEST(OomReport, HtmlIsSelfContained) {
   EXPECT_NE(h.find("arena 1: stream 0x55, small"), std::string::npos);
   EXPECT_NE(h.find("CUDA out of memory. Tried to allocate"), std::string::npos);
   EXPECT_TRUE(OomReportHtml(OomContext()).find("</html>") != std::string::npos);
+}
+
+// What a user reads names no internal document or project vocabulary: the
+// rules are stated in plain words instead.
+void ExpectPlainWords(const std::string& what, const std::string& r) {
+  std::string lower = r;
+  for (char& ch : lower) ch = char(tolower(static_cast<unsigned char>(ch)));
+  for (const char* word : {"seed", "shared/", "design.md", "reference/",
+                           "issue 1", "decision tree"}) {
+    EXPECT_EQ(lower.find(word), std::string::npos) << what << ": " << word;
+  }
+  // No CJK text (the methodology's source language): U+2E80..U+9FFF and
+  // U+F900..U+FAFF start with UTF-8 lead bytes 0xE2 0xBA..0xE9 or 0xEF 0xA4..
+  for (size_t i = 0; i + 1 < r.size(); ++i) {
+    const unsigned char b = r[i], n = r[i + 1];
+    const bool cjk = (b >= 0xE3 && b <= 0xE9) || (b == 0xE2 && n >= 0xBA) ||
+                     (b == 0xEF && n >= 0xA4 && n <= 0xAB);
+    EXPECT_FALSE(cjk) << what << " at " << i;
+    if (cjk) break;
+  }
+}
+
+TEST(OomReport, SpeaksPlainWords) {
+  std::vector<std::pair<std::string, OomContext>> scenarios;
+  scenarios.emplace_back("persistent, categories", Rich());
+  // Fragmentation with bucket advice; unknown split.
+  OomContext frag = Numbers(50 * kGiB, 80 * kGiB, 30 * kGiB, 2 * kGiB);
+  frag.bucket_advice = AdviseBuckets({{1000, 10}, {1100, 10}, {5000, 1}}, {});
+  scenarios.emplace_back("fragmentation, unknown split", frag);
+  // A severe gap that is mostly reclaimable (the note on it).
+  OomContext reclaimable = Numbers(50 * kGiB, 80 * kGiB, 30 * kGiB, 29 * kGiB);
+  reclaimable.categories = MemoryCategories{10 * kGiB, 0, 20 * kGiB, 0};
+  scenarios.emplace_back("reclaimable gap", reclaimable);
+  // Too large for the device, with techniques known.
+  OomContext large = Numbers(10 * kGiB, 12 * kGiB, 2 * kGiB, kGiB);
+  large.facts.rounded_bytes = large.facts.requested_bytes = 100 * kGiB;
+  large.techniques = ActiveTechniques{};
+  scenarios.emplace_back("too large", large);
+  scenarios.emplace_back("empty", OomContext());
+  for (const auto& [name, c] : scenarios) {
+    const OomDiagnosis d = DiagnoseOom(c);
+    const std::string text = OomReportText(c, d);
+    ExpectPlainWords(name + " text", text);
+    ExpectPlainWords(name + " json", OomReportJson(c, d));
+    ExpectPlainWords(name + " html", OomReportHtml(c, d));
+    // The rule and the order are stated instead.
+    EXPECT_NE(text.find(GapRuleText()), std::string::npos) << name;
+    EXPECT_NE(text.find(OomAdviceOrderText()), std::string::npos) << name;
+  }
 }
 
 // 100k blocks over four arenas: alternating live and free blocks of 64 KiB to

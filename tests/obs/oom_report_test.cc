@@ -1,11 +1,14 @@
 // Tests of the OOM diagnosis and text: PyTorch's headline, fragfree's numbers,
 // persistent vs activations vs fragmentation (from categories or from
-// allocation age), and the decision tree's order and what it skips.
+// allocation age), the order of the advice and what it skips, and the one
+// definition of the fragmentation verdict.
 #include "allocator/obs/oom_report.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "allocator/obs/stats.h"
 #include "gtest/gtest.h"
 #include "tests/obs/oom_test_util.h"
 
@@ -62,7 +65,7 @@ TEST(OomReport, PersistentStateDominates) {
   EXPECT_EQ(d.persistent_bytes, 56 * kGiB);
   EXPECT_EQ(d.activation_bytes, 14 * kGiB);
   EXPECT_FALSE(d.persistent_estimated);
-  // Free ones first, then the persistent branch in the seed's order, then the
+  // Free ones first, then the persistent branch cheapest first, then the
   // last resort; techniques unknown: nothing skipped.
   EXPECT_EQ(Ids(d), (Ids_t{"bf16_autocast", "flash_attention", "lora_peft",
                            "eight_bit_optimizer", "zero_fsdp",
@@ -143,8 +146,8 @@ TEST(OomReport, FragmentationFromStrandedPages) {
 }
 
 TEST(OomReport, ReclaimableGapIsNotFragmentation) {
-  // The seed's gap is 37.5% (severe), but 29 of the 30 cached GiB are whole
-  // pages fragfree remaps: not the cause.
+  // The gap between allocated and reserved is 37.5% (severe), but 29 of the
+  // 30 cached GiB are whole pages fragfree remaps: not the cause.
   OomContext c = Numbers(50 * kGiB, 80 * kGiB, 30 * kGiB, 29 * kGiB);
   c.categories = MemoryCategories{10 * kGiB, 10 * kGiB, 20 * kGiB, 0};
   OomDiagnosis d = DiagnoseOom(c);
@@ -202,6 +205,44 @@ TEST(OomReport, EstimatesPersistentStateFromAllocationAge) {
   ASSERT_EQ(d.largest.size(), 1u);
   std::string t = OomReportText(c, d);
   EXPECT_NE(t.find("        model.py:7 mlp"), std::string::npos) << t;
+}
+
+// The one definition of the verdict (obs/stats.h): above 20% severe, from 10%
+// moderate, below low; the stats JSON and the report use it.
+TEST(GapVerdict, OneRuleEverywhere) {
+  EXPECT_EQ(JudgeGap(0.0), GapVerdict::kLow);
+  EXPECT_EQ(JudgeGap(0.0999), GapVerdict::kLow);
+  EXPECT_EQ(JudgeGap(0.10), GapVerdict::kModerate);
+  EXPECT_EQ(JudgeGap(0.20), GapVerdict::kModerate);
+  EXPECT_EQ(JudgeGap(0.2001), GapVerdict::kSevere);
+  EXPECT_EQ(JudgeGap(1.0), GapVerdict::kSevere);
+  EXPECT_STREQ(GapVerdictName(GapVerdict::kModerate), "moderate");
+  EXPECT_DOUBLE_EQ(AllocatedReservedGap(75, 100), 0.25);
+  EXPECT_DOUBLE_EQ(AllocatedReservedGap(0, 0), 0.0);
+  // The rule's sentence states the thresholds.
+  const std::string rule = GapRuleText();
+  EXPECT_NE(rule.find(absl::StrFormat("above %.0f%%", 100 * kGapSevere)),
+            std::string::npos);
+  EXPECT_NE(rule.find(absl::StrFormat("below %.0f%%", 100 * kGapModerate)),
+            std::string::npos);
+
+  DeviceStats s;
+  s.allocated_bytes.pool[kPoolAll].current = 70;
+  s.reserved_bytes.pool[kPoolAll].current = 100;  // gap 30%: severe
+  s.allocated_bytes.pool[kPoolAll].peak = 95;
+  s.reserved_bytes.pool[kPoolAll].peak = 100;  // peak gap 5%: low
+  const Fragmentation f = ComputeFragmentation(s);
+  EXPECT_EQ(f.gap_verdict, GapVerdict::kSevere);
+  EXPECT_EQ(f.peak_gap_verdict, GapVerdict::kLow);
+  const std::string json = StatsToJson(s);
+  EXPECT_NE(json.find("\"fragmentation.gap_severity\":2,"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"fragmentation.peak_gap_severity\":0}"),
+            std::string::npos);
+
+  // The report judges its gap the same way: 15% is moderate.
+  OomContext c = Numbers(85 * kGiB, 100 * kGiB, 15 * kGiB, 15 * kGiB);
+  EXPECT_STREQ(DiagnoseOom(c).gap_verdict, "moderate");
 }
 
 TEST(OomReport, RequestLargerThanTheDevice) {

@@ -5,8 +5,12 @@
 // the "runtime" (the fake counts calls), stream-ordered and cross-stream frees,
 // graph-capture fallbacks, pool statistics, error codes, threads and fork.
 // Modes (argv[1]): all (default), one (one cudaMalloc/cudaFree), none (no CUDA
-// call), pinned (one cudaHostAlloc/cudaFreeHost). preload_host_test.sh runs it
-// (as preload_host_prog) and checks the stderr of the short modes.
+// call), pinned (one cudaHostAlloc/cudaFreeHost), oom (cudaMalloc and
+// cudaMallocAsync run out of memory, the latter twice for the same request),
+// capi_oom LIB CONF (not preloaded: dlopen LIB, ff_init(CONF), an ff_malloc
+// that runs out of memory). preload_host_test.sh runs it (as
+// preload_host_prog) and checks the stderr and the report files of the short
+// modes.
 // Thread-safety: the test itself starts threads in CheckThreads/CheckFork.
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -467,6 +471,46 @@ void CheckFork() {
   for (auto& th : busy) th.join();
 }
 
+// Mode oom: a request larger than the device through cudaMalloc, then
+// cudaMallocAsync filling the device until it fails, and the same request
+// again at once (as PyTorch's cudaMallocAsync backend retries). Each failure
+// answers cudaErrorMemoryAllocation; the script checks the reports.
+int OomMode() {
+  void* p = nullptr;
+  if (cudaMalloc(&p, size_t{1} << 30) != cudaErrorMemoryAllocation) return 1;
+  cudaStream_t s = fake_stream_create(0);
+  std::vector<void*> held;
+  cudaError_t err = cudaSuccess;
+  for (int i = 0; i < 1000 && err == cudaSuccess; ++i) {
+    err = cudaMallocAsync(&p, 3 << 20, s);
+    if (err == cudaSuccess) held.push_back(p);
+  }
+  if (err != cudaErrorMemoryAllocation || held.empty()) return 2;
+  if (cudaMallocAsync(&p, 3 << 20, s) != cudaErrorMemoryAllocation) return 3;
+  for (void* q : held) {
+    if (cudaFreeAsync(q, s) != cudaSuccess) return 4;
+  }
+  printf("oom mode: %zu blocks held, then out of memory\n", held.size());
+  return 0;
+}
+
+// Mode capi_oom: the C API of a library loaded with dlopen (no LD_PRELOAD).
+int CapiOomMode(const char* lib, const char* conf) {
+  void* handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    fprintf(stderr, "dlopen %s: %s\n", lib, dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<decltype(&ff_init)>(dlsym(handle, "ff_init"));
+  auto malloc_fn =
+      reinterpret_cast<decltype(&ff_malloc)>(dlsym(handle, "ff_malloc"));
+  if (init == nullptr || malloc_fn == nullptr) return 2;
+  if (init(conf) != FF_OK) return 3;
+  if (malloc_fn(size_t{1} << 40, 0, nullptr) != nullptr) return 4;
+  printf("capi_oom: ff_malloc failed as expected\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -482,6 +526,14 @@ int main(int argc, char** argv) {
     }
     printf("one cudaMalloc/cudaFree pair\n");
     return 0;
+  }
+  if (mode == "oom") return OomMode();
+  if (mode == "capi_oom") {
+    if (argc < 4) {
+      fprintf(stderr, "usage: %s capi_oom LIBFRAGFREE CONF\n", argv[0]);
+      return 1;
+    }
+    return CapiOomMode(argv[2], argv[3]);
   }
   if (mode == "pinned") {
     void* h = nullptr;

@@ -7,7 +7,10 @@ fragfree's own ("mapped_bytes.current", "fragmentation.u_alloc", ...).
 ``flatten`` is torch.cuda.memory.memory_stats()'s algorithm (PyTorch 2.11,
 torch/cuda/memory.py) so that flatten(nest(flat)) == sorted(flat).
 ``summary_text`` is fragfree.memory_summary(): a short report with U_alloc
-and the fragmentation verdict. Pure Python; no torch, no library calls.
+and the fragmentation verdict. The verdict is libfragfree's
+("fragmentation.gap_severity" in the stats: 0 low, 1 moderate, 2 severe; a gap
+between allocated and reserved memory above 20% means fragmentation is
+severe); this module only names and prints it. Pure Python; no torch, no library calls.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import collections
 import re
 from typing import Any, Mapping
 
-__all__ = ["nest", "flatten", "format_size", "summary_text", "TORCH_SUMMARY_KEYS"]
+__all__ = ["nest", "flatten", "format_size", "summary_text", "TORCH_SUMMARY_KEYS",
+           "VERDICT_NAMES"]
+
+# The names of libfragfree's "fragmentation.gap_severity" levels, in order
+# (GapVerdict, allocator/obs/stats.h, which alone decides the level).
+VERDICT_NAMES: tuple[str, ...] = ("low", "moderate", "severe")
 
 _POOL_ID_RE = re.compile(r"^(\d+)_(\d+)$")
 # Nested dicts keyed by MemPool id tuples in torch (flattened as "a_b").
@@ -75,7 +83,7 @@ def flatten(nested: Mapping[Any, Any]) -> "collections.OrderedDict[str, Any]":
 
 
 # Every key torch.cuda.memory_summary() indexes directly (a KeyError otherwise),
-# from torch/cuda/memory.py (2.11) and reference/pytorch_allocator.md §5.
+# from torch/cuda/memory.py (2.11).
 def _summary_keys() -> list[str]:
     keys = []
     for group in (
@@ -108,8 +116,10 @@ def format_size(n: float) -> str:
 
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:
     """fragfree.memory_summary(): allocated/reserved, U_alloc, U_active, waste,
-    external fragmentation and the allocated-vs-reserved verdict (a gap over
-    20% is severe; DESIGN.md, Observability)."""
+    external fragmentation and libfragfree's verdict on the gap between
+    allocated and reserved memory ("fragmentation.gap_severity", now, and
+    "fragmentation.peak_gap_severity", at the peak). A stats dict without the
+    verdicts (a library that predates them) prints the gap without one."""
 
     def g(key: str, default: Any = 0) -> Any:
         return stats.get(key, default)
@@ -122,14 +132,15 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
     waste = g("fragmentation.waste_bytes", res_peak - alloc_peak)
     external = g("fragmentation.external", 0.0)
     gap_now = g("fragmentation.gap_now", (1 - alloc_cur / res_cur) if res_cur else 0.0)
-    if res_cur == 0:
-        verdict = "nothing reserved"
-    elif gap_now > 0.20:
-        verdict = "SEVERE: over 20% of reserved memory is not allocated"
-    elif gap_now > 0.10:
-        verdict = "moderate"
-    else:
-        verdict = "ok"
+    peak_gap = g("fragmentation.peak_gap", (1 - alloc_peak / res_peak) if res_peak else 0.0)
+
+    def verdict(key: str, reserved: Any) -> str:
+        if reserved == 0:
+            return "nothing reserved"
+        level = g(key, None)
+        if level not in (0, 1, 2):
+            return "no verdict from this library"
+        return VERDICT_NAMES[level] if level < 2 else "SEVERE fragmentation"
     lines = [
         f"fragfree memory summary, device {device}" + (f" ({header})" if header else ""),
         f"  allocated      current {format_size(alloc_cur):>12}   peak {format_size(alloc_peak):>12}",
@@ -143,7 +154,10 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
         f"  U_active = peak active / peak reserved    = {u_active:.3f}",
         f"  waste    = peak reserved - peak allocated = {format_size(waste)}",
         f"  external fragmentation = 1 - largest free / total free = {external:.3f}",
-        f"  reserved but unallocated now: {100 * gap_now:.1f}% -> {verdict}",
+        f"  reserved but unallocated now: {100 * gap_now:.1f}% -> "
+        f"{verdict('fragmentation.gap_severity', res_cur)}",
+        f"  reserved but unallocated at the peak: {100 * peak_gap:.1f}% -> "
+        f"{verdict('fragmentation.peak_gap_severity', res_peak)}",
         f"  OOMs {g('num_ooms')}   alloc retries {g('num_alloc_retries')}   pages mapped "
         f"{g('pages_mapped')} / unmapped {g('pages_unmapped')} / remapped {g('pages_remapped')}",
     ]

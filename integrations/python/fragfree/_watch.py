@@ -1,8 +1,9 @@
 """fragfree.watch(model, optimizer): tells fragfree's OOM report what the program's
 memory is made of.
 
-Owns: measuring the four categories of the seed's OOM method (parameters,
-gradients, optimizer state, other persistent tensors such as buffers) per CUDA
+Owns: measuring the persistent categories the OOM report weighs against
+activations (parameters, gradients, optimizer state, other persistent tensors
+such as buffers) per CUDA
 device, and detecting the techniques already on (bf16 autocast, gradient
 checkpointing, FlashAttention/SDPA, an 8-bit optimizer, FSDP/ZeRO sharding,
 LoRA/PEFT, CPU offload), so that an OOM report names the categories and never

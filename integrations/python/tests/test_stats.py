@@ -107,10 +107,34 @@ def test_memory_summary_text(host_lib, live):
 
 
 def test_summary_verdict():
-    base = {"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 100}
-    assert "SEVERE" in _stats.summary_text(dict(base, **{"fragmentation.gap_now": 0.9}), 0)
-    assert "-> ok" in _stats.summary_text(dict(base, **{"fragmentation.gap_now": 0.05}), 0)
+    # The verdict is the library's; the summary prints what it is given.
+    base = {"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 100,
+            "fragmentation.gap_now": 0.9}
+    assert "SEVERE" in _stats.summary_text(dict(base, **{"fragmentation.gap_severity": 2}), 0)
+    assert "-> moderate" in _stats.summary_text(dict(base, **{"fragmentation.gap_severity": 1}), 0)
+    assert "-> low" in _stats.summary_text(dict(base, **{"fragmentation.gap_severity": 0}), 0)
+    assert "no verdict" in _stats.summary_text(base, 0)
     assert "nothing reserved" in _stats.summary_text({}, 0)
+
+
+def test_library_reports_the_verdict(host_lib):
+    """libfragfree's stats carry the verdicts, judged by one rule: a gap
+    between allocated and reserved memory above 20% is severe, below 10% low."""
+    p = host_lib.malloc(8 << 20, 0, None)
+    try:
+        flat = host_lib.stats(0)
+    finally:
+        host_lib.free(p)
+    for key, gap_key in (("fragmentation.gap_severity", "fragmentation.gap_now"),
+                         ("fragmentation.peak_gap_severity", "fragmentation.peak_gap")):
+        gap = flat[gap_key]
+        want = 2 if gap > 0.20 else 1 if gap >= 0.10 else 0
+        assert flat[key] == want, (key, gap, flat[key])
+    # Every value stays a number, as in torch.cuda.memory_stats().
+    assert all(isinstance(v, (int, float)) for v in flat.values())
+    level = fragfree.stats(0)["fragmentation.gap_severity"]
+    text = fragfree.memory_summary(0)
+    assert ("SEVERE" if level == 2 else f"-> {_stats.VERDICT_NAMES[level]}") in text
 
 
 # --- nesting and flattening ------------------------------------------------------

@@ -61,12 +61,15 @@ inline std::string LargestLiveStacksText(const StackHistory& stacks,
 // Throws PyTorch's OutOfMemoryError for a failed allocation of `size` bytes on
 // `device`, after telling the profiler and the OOM observers, as PyTorch's
 // allocator does: its message starts like PyTorch's and adds libfragfree's
-// report and the stacks.
+// whole report and the stacks. Must be called on the thread whose ff_malloc
+// just failed, before any other fragfree call that can fail: the report is
+// that call's ff_last_error() (thread-local), the full text ReportOom built
+// (shim/oom.h), with the report files' paths when oom_report_path is set.
 [[noreturn]] inline void ThrowOutOfMemory(
     const FragfreeApi& api, const StackHistory& stacks,
     const std::vector<cca::OutOfMemoryObserver>& observers, size_t size,
     DeviceIndex device, double fraction) {
-  const std::string detail = api.LastError();
+  const std::string report = api.LastError();  // first: nothing may replace it
   size_t device_free = 0, device_total = 0;
   {
     c10::cuda::CUDAGuard guard(device);
@@ -109,10 +112,10 @@ inline std::string LargestLiveStacksText(const StackHistory& stacks,
       " is allocated by PyTorch, and ",
       FormatSize(
           static_cast<uint64_t>(std::max<int64_t>(0, reserved - allocated))),
-      " is reserved by PyTorch but unallocated (allocator: fragfree, which "
-      "can remap "
-      "all of it).",
-      detail.empty() ? "" : "\nfragfree: ", detail, where);
+      " is reserved by PyTorch but unallocated (allocator: fragfree).",
+      report.empty() ? "\nfragfree: no report (ff_last_error is empty)"
+                     : "\n\nfragfree's report:\n",
+      report, where);
 }
 
 }  // namespace fragfree_native
