@@ -73,6 +73,7 @@ std::string StatsToJson(const DeviceStats& s) {
   absl::StrAppendFormat(&out, "\"%s\":%d,", #name, s.name);
   FF_COUNTER_FIELDS(FF_JSON_COUNTER)
   FF_GAUGE_FIELDS(FF_JSON_COUNTER)
+  FF_SLEEP_FIELDS(FF_JSON_COUNTER)
 #undef FF_JSON_COUNTER
   Fragmentation f = ComputeFragmentation(s);
   absl::StrAppendFormat(&out,
