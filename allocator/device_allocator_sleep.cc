@@ -19,7 +19,7 @@ namespace {
 // at most this many bytes, so that unmapping overlaps the copies.
 constexpr size_t kBackupPieceBytes = size_t{256} << 20;
 
-std::string TagNames(const std::vector<RegionTag>& tags) {
+std::string TagNames(const MetadataVector<RegionTag>& tags) {
   return absl::StrJoin(tags, ", ", [](std::string* out, RegionTag t) {
     absl::StrAppend(out, "'", RegionTagName(t), "'");
   });
@@ -359,7 +359,7 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
     return absl::FailedPreconditionError(
         "fragfree: cannot resume during CUDA graph capture");
   }
-  std::vector<RegionTag> todo;
+  MetadataVector<RegionTag> todo;
   for (RegionTag tag : tags) {
     if (sleep_.IsPaused(tag) &&
         std::find(todo.begin(), todo.end(), tag) == todo.end()) {

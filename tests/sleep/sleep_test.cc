@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "allocator/base/units.h"
 #include "allocator/device_allocator.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
@@ -110,9 +111,15 @@ TEST(Sleep, TaggedAllocationsLiveInTheirOwnArenas) {
     for (const BlockView& blk : v.blocks) {
       if (blk.state != BlockState::kAllocated) continue;
       const void* p = reinterpret_cast<const void*>(blk.addr);
-      if (p == untagged) EXPECT_EQ(v.tag, "");
-      if (p == a[0].ptr || p == a[1].ptr) EXPECT_EQ(v.tag, "own-a");
-      if (p == b[0].ptr) EXPECT_EQ(v.tag, "own-b");
+      if (p == untagged) {
+        EXPECT_EQ(v.tag, "");
+      }
+      if (p == a[0].ptr || p == a[1].ptr) {
+        EXPECT_EQ(v.tag, "own-a");
+      }
+      if (p == b[0].ptr) {
+        EXPECT_EQ(v.tag, "own-b");
+      }
     }
   }
   EXPECT_EQ(InfoOf(d, "own-a").live_blocks, 2u);
@@ -334,7 +341,9 @@ TEST(Sleep, FailedCreateOrMapDuringResumeRollsBack) {
       dev.faults->ClearFaults();
       if (op == BackendOp::kSetAccess && s.ok()) break;  // fewer calls
       ASSERT_FALSE(s.ok()) << "op " << int(op) << " k " << k;
-      if (op == BackendOp::kCreate) EXPECT_TRUE(absl::IsResourceExhausted(s));
+      if (op == BackendOp::kCreate) {
+        EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+      }
       ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
       EXPECT_TRUE(InfoOf(d, "fault-w").paused);
       EXPECT_EQ(InfoOf(d, "fault-w").mapped_bytes, 0u);
