@@ -32,18 +32,22 @@ Fragmentation ComputeFragmentation(const DeviceStats& s) {
   const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
   const Stat& allocated = s.allocated_bytes.pool[kPoolAll];
   const Stat& active = s.active_bytes.pool[kPoolAll];
+  // Paused allocations (docs/sleep.md) stay allocated without pages, so
+  // allocated may exceed reserved: the ratios are capped at 1 and the waste
+  // at 0 rather than report more than all of the memory as used.
   if (reserved.peak > 0) {
-    f.u_alloc = double(allocated.peak) / double(reserved.peak);
-    f.u_active = double(active.peak) / double(reserved.peak);
+    f.u_alloc = std::min(1.0, double(allocated.peak) / double(reserved.peak));
+    f.u_active = std::min(1.0, double(active.peak) / double(reserved.peak));
   }
-  f.waste_bytes = reserved.peak - allocated.peak;
+  f.waste_bytes = std::max<int64_t>(0, reserved.peak - allocated.peak);
   if (s.cached_free_bytes > 0) {
     f.external =
         1.0 - double(std::min(s.largest_free_block, s.cached_free_bytes)) /
                   double(s.cached_free_bytes);
   }
   if (reserved.current > 0) {
-    f.gap_now = 1.0 - double(allocated.current) / double(reserved.current);
+    f.gap_now = std::max(
+        0.0, 1.0 - double(allocated.current) / double(reserved.current));
   }
   return f;
 }
