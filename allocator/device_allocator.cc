@@ -244,8 +244,15 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   }
   // Retired arenas emptied since: their pages become idle, usable below.
   if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
-  const uint32_t slot =
-      capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
+  uint32_t slot;
+  if (const RegionTag tag = CurrentRegionTag(); tag != kNoRegionTag) {
+    // Inside a region: the tag's own arenas (docs/sleep.md).
+    absl::StatusOr<uint32_t> tagged = TaggedSlot(tag, stream);
+    if (!tagged.ok()) return tagged.status();
+    slot = *tagged;
+  } else {
+    slot = capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
+  }
   const ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
   // Fast path: a block of exactly this size that this stream freed recently,
@@ -740,6 +747,7 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   }
   slot_of_.erase(stream);
   for (auto& pool : pools_) pool->slots.erase(stream);
+  ForgetTaggedStream(stream);
   if (last_stream_ == stream) last_slot_ = UINT32_MAX;
   // Its work is done: uses recorded for it need no event any more.
   live_.ForEach([&](LiveEntry& entry) {
@@ -908,6 +916,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.device_free_bytes = int64_t(info.free_bytes);
   stats_.memory_limit_bytes = int64_t(limit_bytes_);
   stats_.page_size = int64_t(page_size_);
+  UpdateSleepGaugesLocked();
 }
 
 DeviceStats DeviceAllocator::GetStats() {
@@ -972,6 +981,11 @@ std::vector<ArenaView> DeviceAllocator::Arenas() const {
     v.pool_id[0] = pool ? pool->id.first : 0;
     v.pool_id[1] = pool ? pool->id.second : 0;
     v.mapped_pages = arena->mapped_pages();
+    if (const RegionTag tag = streams_[arena->stream_slot()].tag;
+        tag != kNoRegionTag) {
+      v.tag = RegionTagName(tag);
+      v.paused = sleep_.IsPaused(tag);
+    }
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       // A cached block is free memory to everyone outside the engine.
       const BlockState state =

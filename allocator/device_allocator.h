@@ -50,6 +50,7 @@
 #include "allocator/policy/block.h"
 #include "allocator/policy/live_table.h"
 #include "allocator/policy/size_classes.h"
+#include "allocator/sleep/sleep_state.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_fences.h"
 #include "allocator/va/arena.h"
@@ -139,6 +140,24 @@ class DeviceAllocator : public MetadataObject {
   // stats equal a recount); the first violation as an error.
   absl::Status CheckInvariants() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sleep and wake (docs/sleep.md; device_allocator_sleep.cc). Allocations
+  // made inside a region (sleep/region_tags.h) live in arenas of their own
+  // per (tag, stream, kind). Pause waits for the streams that used the tags'
+  // memory, optionally copies the live allocations to host memory, unmaps and
+  // releases every page of the tags' arenas (and the pool's idle pages):
+  // addresses stay reserved and allocations stay live. Resume maps pages
+  // under the live allocations again (all or nothing: on failure, ResourceEx-
+  // hausted for lack of memory, every page it mapped is released and the tags
+  // stay paused) and copies the backup back. Already paused / not paused tags
+  // are skipped. Both refuse during graph capture (FailedPrecondition) and
+  // hold the lock throughout (other calls on this device wait).
+  absl::Status Pause(const std::vector<RegionTag>& tags, BackupMode backup)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Resume(const std::vector<RegionTag>& tags)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The tags that have memory or state on this device, paused or not.
+  std::vector<TagSleepInfo> SleepInfo() const ABSL_LOCKS_EXCLUDED(mu_);
+
   int device() const { return device_; }
   const Options& options() const { return options_; }
   std::string backend_name() const { return backend_->Name(); }
@@ -158,6 +177,7 @@ class DeviceAllocator : public MetadataObject {
     const Pool* pool = nullptr;        // set for a graph pool's slot
     bool retired = false;              // RetireStream'd: in retired_slots_ or
                                        // (once it has no arena) free_slots_
+    RegionTag tag = kNoRegionTag;      // set for a region tag's slot
   };
   struct PendingFree {
     Block* block;
@@ -250,6 +270,36 @@ class DeviceAllocator : public MetadataObject {
   std::string DescribeBadPointer(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sleep and wake (device_allocator_sleep.cc). The slot that serves `tag`'s
+  // allocations on `stream` (a capturing graph pool's slot when one takes the
+  // stream: graph memory stays with its pool, untagged); FailedPrecondition
+  // while the tag is paused.
+  absl::StatusOr<uint32_t> TaggedSlot(RegionTag tag, StreamHandle stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `stream` is retired: its tagged slots serve no new allocation.
+  void ForgetTaggedStream(StreamHandle stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsPausedArena(const Arena* arena) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  MetadataVector<Arena*> ArenasOfTag(RegionTag tag) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PauseTag(RegionTag tag, BackupMode backup)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WaitForTagUsers(const MetadataVector<Arena*>& arenas)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves the backup's host memory and starts copying the live blocks of
+  // `arenas` into it, in pieces; `marks` says which pages each piece frees.
+  absl::Status StartBackup(const MetadataVector<Arena*>& arenas,
+                           Backup* backup, MetadataVector<BackupMark>* marks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CopyBack(RegionTag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps every page of `arena` in [addr, addr + size), under live blocks
+  // too (pages go idle); the caller knows no GPU work uses them.
+  absl::Status UnmapRange(Arena* arena, uintptr_t addr, size_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RestoreQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseIdlePages() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateSleepGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`: the
   // reserved bytes, page counters and segments (arenas holding mapped pages).
   void NotePagesMapped(const Arena* arena, int64_t pages)
@@ -299,6 +349,7 @@ class DeviceAllocator : public MetadataObject {
   PageList created_pages_ ABSL_GUARDED_BY(mu_);
   MetadataVector<MovedPage> moved_pages_ ABSL_GUARDED_BY(mu_);
   MetadataVector<size_t> moved_indices_ ABSL_GUARDED_BY(mu_);
+  SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
 };
 
 }  // namespace fragfree

@@ -19,6 +19,10 @@ absl::Status DeviceAllocator::CheckInvariants() const {
     uintptr_t expect = arena->base();
     size_t free_blocks = 0, cached_blocks = 0, cached_bytes = 0;
     const Block* prev = nullptr;
+    const bool paused = IsPausedArena(arena.get());
+    if (paused && (arena->quick().enabled() || arena->quick().count() > 0)) {
+      return fail("a paused arena caches blocks");
+    }
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       if (b->addr != expect) {
         return fail(absl::StrFormat("gap or overlap at 0x%x (expected 0x%x)",
@@ -43,6 +47,17 @@ absl::Status DeviceAllocator::CheckInvariants() const {
         if (arena->HasPagesWithoutAccess(b)) {
           return fail(absl::StrFormat(
               "cached block 0x%x lies on a page without access", b->addr));
+        }
+      } else if (paused) {
+        // A paused tag's live blocks keep their addresses, not their pages.
+        active += int64_t(b->size);
+        if (b->state == BlockState::kAllocated) {
+          allocated += int64_t(b->size);
+          ++live_blocks;
+          const LiveEntry* it = live_.Find(b->addr);
+          if (it == nullptr || it->block != b || it->arena != arena.get()) {
+            return fail("paused allocated block missing from the live table");
+          }
         }
       } else {
         if (!arena->IsFullyMapped(b)) {

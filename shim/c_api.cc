@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/json.h"
+#include "allocator/sleep/region_tags.h"
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
@@ -250,6 +252,7 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
 #define FF_COPY_COUNTER(name) out->name = s.name;
   FF_COUNTER_FIELDS(FF_COPY_COUNTER)
   FF_GAUGE_FIELDS(FF_COPY_COUNTER)
+  FF_SLEEP_FIELDS(FF_COPY_COUNTER)
 #undef FF_COPY_COUNTER
   fragfree::Fragmentation f = fragfree::ComputeFragmentation(s);
   out->u_alloc = f.u_alloc;
@@ -468,6 +471,122 @@ const char* ff_status_name(ff_status_t status) {
       return "FF_ERR_INTERNAL";
   }
   return "FF_ERR_UNKNOWN";
+}
+
+}  // extern "C"
+
+// ---- Sleep and wake (docs/sleep.md) -----------------------------------------
+
+namespace {
+
+// The region tags named by a C caller: `tags`, or every tag used so far when
+// tags is NULL and ntags 0 (for resume: every paused one, since the engine
+// skips the others). A name never used in a region is an error (a typo).
+absl::StatusOr<std::vector<fragfree::RegionTag>> TagsOf(const char* call,
+                                                         const char* const* tags,
+                                                         int ntags) {
+  if (tags == nullptr && ntags == 0) return fragfree::AllRegionTags();
+  if (tags == nullptr || ntags < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: tags must be NULL with ntags 0 (every tag), or an array of "
+        "ntags > 0 names (got %s and ntags %d)",
+        call, tags == nullptr ? "NULL" : "an array", ntags));
+  }
+  std::vector<fragfree::RegionTag> out;
+  for (int i = 0; i < ntags; ++i) {
+    if (tags[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: tags[%d] is NULL", call, i));
+    }
+    const fragfree::RegionTag t = fragfree::FindRegionTag(tags[i]);
+    if (t == fragfree::kNoRegionTag) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tag '%s' was never used in a region (ff_region_begin)", call,
+          tags[i]));
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+ff_status_t ff_region_begin(const char* tag) {
+  if (tag == nullptr) {
+    return Runtime::Get().Report(
+        absl::InvalidArgumentError("ff_region_begin: tag is NULL"));
+  }
+  return Runtime::Get().Report(fragfree::RegionBegin(tag));
+}
+
+ff_status_t ff_region_end(void) {
+  return Runtime::Get().Report(fragfree::RegionEnd());
+}
+
+ff_status_t ff_pause(const char* const* tags, int ntags, int backup) {
+  Runtime& rt = Runtime::Get();
+  if (backup != FF_BACKUP_NONE && backup != FF_BACKUP_CPU) {
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_pause: backup %d is neither FF_BACKUP_NONE (0) nor FF_BACKUP_CPU "
+        "(1)",
+        backup)));
+  }
+  absl::StatusOr<std::vector<fragfree::RegionTag>> ids =
+      TagsOf("ff_pause", tags, ntags);
+  if (!ids.ok()) return rt.Report(ids.status());
+  return ForDevices(-1, [&](DeviceAllocator& d) {
+    return d.Pause(*ids, fragfree::BackupMode(backup));
+  });
+}
+
+ff_status_t ff_resume(const char* const* tags, int ntags) {
+  Runtime& rt = Runtime::Get();
+  absl::StatusOr<std::vector<fragfree::RegionTag>> ids =
+      TagsOf("ff_resume", tags, ntags);
+  if (!ids.ok()) return rt.Report(ids.status());
+  return ForDevices(-1, [&](DeviceAllocator& d) { return d.Resume(*ids); });
+}
+
+size_t ff_paused_json(int device, char* buf, size_t len) {
+  Runtime& rt = Runtime::Get();
+  if (device >= fragfree::kMaxDevices) {
+    rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_paused_json: device %d is out of range", device)));
+    return 0;
+  }
+  std::string out = "{\"devices\":[";
+  bool first_device = true;
+  for (int i = device < 0 ? 0 : device;
+       i < (device < 0 ? fragfree::kMaxDevices : device + 1); ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    absl::StrAppendFormat(&out, "%s{\"device\":%d,\"tags\":[",
+                          first_device ? "" : ",", i);
+    first_device = false;
+    bool first_tag = true;
+    for (const fragfree::TagSleepInfo& t : d->SleepInfo()) {
+      absl::StrAppendFormat(
+          &out,
+          "%s{\"tag\":%s,\"paused\":%s,\"live_bytes\":%d,"
+          "\"live_allocations\":%d,\"mapped_bytes\":%d,"
+          "\"backup_bytes\":%d,\"arenas\":%d}",
+          first_tag ? "" : ",", fragfree::JsonQuote(t.name),
+          t.paused ? "true" : "false", t.live_bytes, t.live_blocks,
+          t.mapped_bytes, t.backup_bytes, t.arenas);
+      first_tag = false;
+    }
+    out += "]}";
+  }
+  out += "],\"known_tags\":[";
+  bool first = true;
+  for (fragfree::RegionTag t : fragfree::AllRegionTags()) {
+    out += (first ? "" : ",") + fragfree::JsonQuote(fragfree::RegionTagName(t));
+    first = false;
+  }
+  out += "]}";
+  return CopyOut(out, buf, len);
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "allocator/base/stream_handle.h"
@@ -32,6 +33,8 @@ struct ArenaView {
   size_t mapped_pages;
   std::vector<BlockView> blocks;  // tiling the VA
   std::vector<bool> page_mapped;  // up to the last mapped page
+  std::string tag;                // region tag ("" untagged: docs/sleep.md)
+  bool paused = false;            // the tag is paused: live blocks unmapped
 };
 
 // A chunk of pinned host memory (the pinned pool) and the blocks that tile

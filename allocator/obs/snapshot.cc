@@ -225,9 +225,37 @@ struct Range {
   size_t first;
 };
 
+// A paused tag's segments (docs/sleep.md): the page ranges under its live
+// blocks, which keep their addresses while their pages are released.
+void PausedRanges(const ArenaView& arena, std::vector<Range>* ranges) {
+  const size_t page = arena.page_size;
+  for (size_t i = 0; i < arena.blocks.size(); ++i) {
+    const BlockView& b = arena.blocks[i];
+    if (!Live(b.state)) continue;
+    const uintptr_t lo =
+        arena.base + (b.addr - arena.base) / page * page;
+    const uintptr_t hi =
+        arena.base + (b.addr + b.size - arena.base + page - 1) / page * page;
+    if (!ranges->empty() && ranges->back().arena == &arena &&
+        ranges->back().hi >= lo) {
+      ranges->back().hi = std::max(ranges->back().hi, hi);
+      continue;
+    }
+    size_t first = i;
+    while (first > 0 && arena.blocks[first - 1].addr + arena.blocks[first - 1].size > lo) {
+      --first;
+    }
+    ranges->push_back({lo, hi, &arena, first});
+  }
+}
+
 std::vector<Range> MappedRanges(const std::vector<ArenaView>& arenas) {
   std::vector<Range> ranges;
   for (const ArenaView& arena : arenas) {
+    if (arena.paused) {
+      PausedRanges(arena, &ranges);
+      continue;
+    }
     size_t p = 0, n = arena.page_mapped.size(), first = 0;
     while (p < n) {
       if (!arena.page_mapped[p]) {
@@ -316,6 +344,14 @@ void WriteSegment(W& w, int device, const Range& r) {
   w.IntPair(int64_t(arena.pool_id[0]), int64_t(arena.pool_id[1]));
   w.Key("is_expandable");
   w.Bool(true);
+  if (!arena.tag.empty()) {
+    // fragfree's own keys (docs/sleep.md): the region tag, and whether it is
+    // paused (the segment's pages are released; its addresses are kept).
+    w.Key("tag");
+    w.String(arena.tag);
+    w.Key("paused");
+    w.Bool(arena.paused);
+  }
   w.Key("frames");
   w.EmptyList();
   w.Key("blocks");

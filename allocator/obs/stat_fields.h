@@ -54,4 +54,15 @@
   X(memory_limit_bytes)    \
   X(page_size)
 
+/* Sleep and wake (docs/sleep.md): gauges when stats are taken, then counters.
+ * In ff_stats_t they come after the fragmentation figures, so the struct only
+ * grows. */
+#define FF_SLEEP_FIELDS(X) \
+  X(paused_tags)           \
+  X(paused_bytes)          \
+  X(backup_bytes)          \
+  X(num_pauses)            \
+  X(num_resumes)           \
+  X(num_resume_failures)
+
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -2,6 +2,8 @@
 // stats JSON. Thread-safety: pure functions over values.
 #include "allocator/obs/stats.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -54,8 +56,10 @@ const char* GapRuleText() {
 }
 
 double AllocatedReservedGap(int64_t allocated, int64_t reserved) {
+  // Paused allocations (docs/sleep.md) stay allocated without pages, so
+  // allocated may exceed reserved: the gap is then 0, never negative.
   if (reserved <= 0) return 0.0;
-  return 1.0 - double(allocated) / double(reserved);
+  return std::max(0.0, 1.0 - double(allocated) / double(reserved));
 }
 
 Fragmentation ComputeFragmentation(const DeviceStats& s) {
@@ -63,11 +67,14 @@ Fragmentation ComputeFragmentation(const DeviceStats& s) {
   const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
   const Stat& allocated = s.allocated_bytes.pool[kPoolAll];
   const Stat& active = s.active_bytes.pool[kPoolAll];
+  // Paused allocations (docs/sleep.md) stay allocated without pages, so
+  // allocated may exceed reserved: the ratios are capped at 1 and the waste
+  // at 0 rather than report more than all of the memory as used.
   if (reserved.peak > 0) {
-    f.u_alloc = double(allocated.peak) / double(reserved.peak);
-    f.u_active = double(active.peak) / double(reserved.peak);
+    f.u_alloc = std::min(1.0, double(allocated.peak) / double(reserved.peak));
+    f.u_active = std::min(1.0, double(active.peak) / double(reserved.peak));
   }
-  f.waste_bytes = reserved.peak - allocated.peak;
+  f.waste_bytes = std::max<int64_t>(0, reserved.peak - allocated.peak);
   if (s.cached_free_bytes > 0) {
     f.external =
         1.0 - double(std::min(s.largest_free_block, s.cached_free_bytes)) /
@@ -105,6 +112,7 @@ std::string StatsToJson(const DeviceStats& s) {
   absl::StrAppendFormat(&out, "\"%s\":%d,", #name, s.name);
   FF_COUNTER_FIELDS(FF_JSON_COUNTER)
   FF_GAUGE_FIELDS(FF_JSON_COUNTER)
+  FF_SLEEP_FIELDS(FF_JSON_COUNTER)
 #undef FF_JSON_COUNTER
   Fragmentation f = ComputeFragmentation(s);
   absl::StrAppendFormat(&out,

@@ -49,6 +49,9 @@ namespace fragfree {
   X(cuMemcpyHtoD)                                        \
   X(cuMemcpyDtoH)                                        \
   X(cuMemsetD8Async)                                     \
+  /* backups of paused memory (allocator/sleep/backup_cuda.cc) */ \
+  X(cuMemcpyDtoHAsync)                                   \
+  X(cuMemcpyHtoDAsync)                                   \
   /* pinned host memory (allocator/host/cuda_host.cc) */ \
   X(cuMemHostAlloc)                                      \
   X(cuMemFreeHost)                                       \

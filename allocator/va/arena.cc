@@ -397,6 +397,24 @@ size_t Arena::RestorePages(
   return restored;
 }
 
+absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
+                                 VaRuns* runs) {
+  const size_t first = FirstPage(addr);
+  const size_t end = std::min(EndPage(addr + size), mapped_end_);
+  absl::Status status;
+  for (size_t p = first; p < end && status.ok(); ++p) {
+    if (page_of_[p] == kNoPage) continue;
+    status = UnmapPage(p, out);
+    if (status.ok()) AddToRuns(runs, base_ + p * page_size_, page_size_);
+  }
+  // Free blocks over the range may have lost their last whole mapped page.
+  for (Block* b = first_; b != nullptr && b->addr < addr + size; b = b->next) {
+    if (b->queued && b->end() > addr && !HasReclaimablePage(b)) Dequeue(b);
+  }
+  while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
+  return status;
+}
+
 const Block* Arena::BlockContaining(uintptr_t addr) const {
   if (!Contains(addr)) return nullptr;
   for (const Block* b = first_; b != nullptr; b = b->next) {

@@ -101,6 +101,13 @@ class Arena : public MetadataObject {
   // here; `runs` (optional) receives the VA ranges mapped.
   size_t RestorePages(const MetadataVector<std::pair<size_t, PageId>>& pages,
                       PageList* failed, VaRuns* runs = nullptr);
+  // Unmaps every mapped page overlapping [addr, addr + size), whatever lies
+  // over it (live blocks too: sleep and wake, docs/sleep.md), appending their
+  // ids to `out`; free blocks left without a whole mapped page leave the
+  // reclaim index. The caller knows that no GPU work uses those pages. On an
+  // Unmap failure the pages before it are unmapped and the rest stay mapped.
+  absl::Status UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
+                            VaRuns* runs = nullptr);
   // Bytes of `block` that lie on mapped pages.
   size_t MappedBytes(const Block* block) const;
   bool IsFullyMapped(const Block* block) const {

@@ -166,6 +166,12 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
         _c_size,
         [ctypes.POINTER(ctypes.c_int64), _c_size, _c_int, _c_int, _c_char_p, _c_size],
     ),
+    # Sleep and wake (docs/sleep.md; fragfree._sleep).
+    "ff_region_begin": (_status, [_c_char_p]),
+    "ff_region_end": (_status, []),
+    "ff_pause": (_status, [ctypes.POINTER(_c_char_p), _c_int, _c_int]),
+    "ff_resume": (_status, [ctypes.POINTER(_c_char_p), _c_int]),
+    "ff_paused_json": (_c_size, [_c_int, _c_char_p, _c_size]),
 }
 
 # The entry points PyTorch's CUDAPluggableAllocator needs, by hook name.

@@ -75,8 +75,11 @@ typedef struct ff_stats_t {
   double u_alloc;                /* peak allocated / peak reserved */
   double u_active;               /* peak active / peak reserved */
   double external_fragmentation; /* 1 - largest free / total free */
+#define FF_C_COUNTER(name) int64_t name;
+  FF_SLEEP_FIELDS(FF_C_COUNTER) /* version 2: sleep and wake (docs/sleep.md) */
+#undef FF_C_COUNTER
 } ff_stats_t;
-#define FF_STATS_VERSION 1
+#define FF_STATS_VERSION 2
 
 /* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
  * first call of any function initialises from FRAGFREE_CONF. An error once
@@ -250,6 +253,47 @@ FF_API size_t ff_host_stats_json(char* buf, size_t len);
 /* Requested size of a live pinned allocation, 0 if ptr is not one. */
 FF_API size_t ff_host_allocation_size(const void* ptr);
 /* ---- end of pinned host memory ----------------------------------------------
+ */
+
+/* ---- Sleep and wake (docs/sleep.md) ----------------------------------------
+ * Release the GPU memory of tagged allocations while keeping every address
+ * (RL post-training: the trainer and an inference engine take turns on a GPU).
+ * Allocations made on a thread between ff_region_begin(tag) and the matching
+ * ff_region_end() carry `tag` (regions nest; the innermost tag applies) and
+ * live in arenas of their own. ff_pause releases their physical memory on
+ * every device in use, optionally keeping a copy in host memory; the
+ * allocations stay live (their pointers remain valid to hold, not to touch)
+ * and ff_resume maps memory under them again at the same addresses. While a
+ * tag is paused, allocating in its region fails (FF_ERR_STATE) and freeing
+ * its allocations is allowed. Every function here may be called through
+ * dlsym from a program that preloads libfragfree.so. */
+#define FF_BACKUP_NONE 0 /* contents are not kept: undefined after resume */
+#define FF_BACKUP_CPU 1  /* contents copied to host memory, restored on resume */
+/* Opens a region on the calling thread. Tags are 1 to 128 characters without
+ * control characters; at most 4096 distinct tags, 64 nested regions. */
+FF_API ff_status_t ff_region_begin(const char* tag);
+/* Closes the calling thread's innermost region (FF_ERR_STATE when none). */
+FF_API ff_status_t ff_region_end(void);
+/* Pauses `tags` (ntags names; tags NULL and ntags 0: every tag used so far) on
+ * every device in use: waits for the streams that used their memory (not the
+ * whole device), copies live allocations to host memory when backup is
+ * FF_BACKUP_CPU, then unmaps and releases their pages, so the device's free
+ * memory rises by their footprint. A tag never used in a region is
+ * FF_ERR_INVALID_ARGUMENT; paused tags are skipped. FF_ERR_STATE during graph
+ * capture. */
+FF_API ff_status_t ff_pause(const char* const* tags, int ntags, int backup);
+/* Maps memory under the paused `tags`' live allocations again (NULL, 0: every
+ * paused tag) and restores their backups; not-paused tags are skipped. All or
+ * nothing: when memory is short it returns FF_ERR_OOM (never aborts), releases
+ * every page it mapped and leaves the tags paused with their backups. */
+FF_API ff_status_t ff_resume(const char* const* tags, int ntags);
+/* The tags of `device` (device < 0: every device in use) as JSON:
+ * {"devices":[{"device":0,"tags":[{"tag":"weights","paused":true,
+ * "live_bytes":..,"live_allocations":..,"mapped_bytes":..,"backup_bytes":..,
+ * "arenas":..}]}],"known_tags":["weights",...]}. Returns the full length
+ * (excluding the NUL), like ff_stats_json; 0 on error. */
+FF_API size_t ff_paused_json(int device, char* buf, size_t len);
+/* ---- end of sleep and wake ------------------------------------------------
  */
 
 #ifdef __cplusplus

@@ -1,0 +1,489 @@
+// DeviceAllocator's sleep and wake (device_allocator.h, docs/sleep.md): the
+// slots of region tags, Pause, Resume and their view. A tag's allocations live
+// in arenas of their own (one per stream and size kind), so pausing a tag
+// unmaps whole arenas and touches no other tag's pages.
+// Invariants: a paused tag's arenas cache no block (their QuickCaches are off)
+// and nothing is placed in them; their live blocks keep their addresses and
+// live-table entries, not their pages. Thread-safety: see device_allocator.h.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "allocator/base/units.h"
+#include "allocator/device_allocator.h"
+
+namespace fragfree {
+namespace {
+
+// Backup copies are issued (and their pages unmapped once done) in pieces of
+// at most this many bytes, so that unmapping overlaps the copies.
+constexpr size_t kBackupPieceBytes = size_t{256} << 20;
+
+std::string TagNames(const MetadataVector<RegionTag>& tags) {
+  return absl::StrJoin(tags, ", ", [](std::string* out, RegionTag t) {
+    absl::StrAppend(out, "'", RegionTagName(t), "'");
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> DeviceAllocator::TaggedSlot(RegionTag tag,
+                                                     StreamHandle stream) {
+  // Graph memory stays with its pool (Note [Graph capture]): untagged.
+  if (capturing_ > 0) {
+    for (auto& pool : pools_) {
+      if (pool->capturing && pool->filter && pool->filter(stream)) {
+        return SlotDuringCapture(stream);
+      }
+    }
+  }
+  TagSleepState& t = sleep_.For(tag);
+  if (t.paused) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree: cannot allocate in region '%s' on device %d: the tag is "
+        "paused (resume it first)",
+        RegionTagName(tag), device_));
+  }
+  auto [it, inserted] = t.slots.try_emplace(stream, 0);
+  if (inserted) {
+    it->second = NewSlot(stream, nullptr);
+    streams_[it->second].tag = tag;
+  }
+  return it->second;
+}
+
+void DeviceAllocator::ForgetTaggedStream(StreamHandle stream) {
+  for (TagSleepState& t : sleep_.tags) t.slots.erase(stream);
+}
+
+bool DeviceAllocator::IsPausedArena(const Arena* arena) const {
+  const RegionTag tag = streams_[arena->stream_slot()].tag;
+  return tag != kNoRegionTag && sleep_.IsPaused(tag);
+}
+
+MetadataVector<Arena*> DeviceAllocator::ArenasOfTag(RegionTag tag) const {
+  MetadataVector<Arena*> out;
+  for (const auto& arena : arenas_) {
+    if (streams_[arena->stream_slot()].tag == tag) out.push_back(arena.get());
+  }
+  return out;
+}
+
+void DeviceAllocator::RestoreQuickCache(Arena* arena) {
+  const StreamState& st = streams_[arena->stream_slot()];
+  arena->quick().set_enabled(arena->kind() == ArenaKind::kSmall &&
+                             st.pool == nullptr && !st.retired);
+}
+
+absl::Status DeviceAllocator::UnmapRange(Arena* arena, uintptr_t addr,
+                                         size_t size) {
+  PageList pages;
+  runs_.clear();
+  absl::Status status = arena->UnmapPagesIn(
+      addr, size, &pages, trace_.enabled() ? &runs_ : nullptr);
+  NotePagesMapped(arena, -int64_t(pages.size()));
+  for (PageId p : pages) pages_.ReturnIdle(p);
+  for (const auto& [a, bytes] : runs_) {
+    trace_.Record(TraceAction::kSegmentUnmap, a, bytes, arena->stream());
+  }
+  return status;
+}
+
+void DeviceAllocator::ReleaseIdlePages() {
+  // A failure leaves the pages idle: released by a later empty_cache.
+  pages_.ReleaseIdle(0).IgnoreError();
+}
+
+absl::Status DeviceAllocator::WaitForTagUsers(
+    const MetadataVector<Arena*>& arenas) {
+  auto ours = [&](const Arena* a) {
+    return std::find(arenas.begin(), arenas.end(), a) != arenas.end();
+  };
+  // Frees waiting for other streams (record_stream): wait, then release.
+  for (PendingFree& p : pending_) {
+    if (!ours(p.block->arena)) continue;
+    while (!p.events.empty()) {
+      if (absl::Status s = events_->Synchronize(p.events.back()); !s.ok()) {
+        return s;
+      }
+      events_->Release(p.events.back());
+      p.events.pop_back();
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    if (ours(pending_[i].block->arena)) {
+      ReturnBlockToArena(pending_[i].block);
+    } else {
+      pending_[kept++] = std::move(pending_[i]);
+    }
+  }
+  pending_.resize(kept);
+  // The streams the tag allocated on, and those record_stream added to its
+  // live blocks: everything issued on them so far completes.
+  MetadataVector<uint32_t> slots;
+  MetadataVector<StreamHandle> others;
+  for (Arena* a : arenas) {
+    if (std::find(slots.begin(), slots.end(), a->stream_slot()) ==
+        slots.end()) {
+      slots.push_back(a->stream_slot());
+    }
+    for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
+      if (b->state != BlockState::kAllocated || b->uses == nullptr) continue;
+      for (StreamHandle s : *b->uses) {
+        if (std::find(others.begin(), others.end(), s) == others.end()) {
+          others.push_back(s);
+        }
+      }
+    }
+  }
+  for (uint32_t slot : slots) {
+    if (absl::Status s = fences_.WaitFor(slot, fences_.StampFree(slot));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (StreamHandle stream : others) {
+    if (events_->IsCapturing(stream)) {
+      return absl::FailedPreconditionError(
+          "a stream that used the tag's memory is capturing a CUDA graph");
+    }
+    absl::StatusOr<EventId> e = events_->Record(stream);
+    if (!e.ok()) return e.status();
+    absl::Status s = events_->Synchronize(*e);
+    events_->Release(*e);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
+                                          Backup* backup,
+                                          MetadataVector<BackupMark>* marks) {
+  BackupCopier& copier = *sleep_.copier;
+  const bool copies = copier.copies_contents();
+  for (Arena* a : arenas) {
+    // The current run: device [lo, lo + bytes) -> host [host_lo, ...).
+    uintptr_t lo = 0, host_lo = 0;
+    size_t bytes = 0;
+    auto flush = [&]() -> absl::Status {
+      for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min(kBackupPieceBytes, bytes - done);
+        uint64_t ticket = 0;
+        if (copies) {
+          absl::StatusOr<uint64_t> t = copier.CopyToHost(
+              reinterpret_cast<void*>(host_lo + done), lo + done, n);
+          if (!t.ok()) return t.status();
+          ticket = *t;
+        }
+        marks->push_back({a, lo + done + n, ticket});
+        done += n;
+      }
+      bytes = 0;
+      return absl::OkStatus();
+    };
+    for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
+      if (b->state != BlockState::kAllocated) {
+        if (absl::Status s = flush(); !s.ok()) return s;
+        continue;
+      }
+      absl::StatusOr<char*> host = backup->Reserve(b->size);
+      if (!host.ok()) return host.status();
+      const uintptr_t h = reinterpret_cast<uintptr_t>(*host);
+      if (bytes > 0 && (b->addr != lo + bytes || h != host_lo + bytes)) {
+        if (absl::Status s = flush(); !s.ok()) return s;
+      }
+      if (bytes == 0) {
+        lo = b->addr;
+        host_lo = h;
+      }
+      bytes += b->size;
+      backup->entries().push_back({b->addr, b->size, *host});
+    }
+    if (absl::Status s = flush(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
+  TagSleepState& t = sleep_.For(tag);
+  const MetadataVector<Arena*> arenas = ArenasOfTag(tag);
+  // Cached blocks go back to their arenas, and none is cached while paused
+  // (a cached block must stay mapped).
+  for (Arena* a : arenas) {
+    DrainQuickCache(a);
+    a->quick().set_enabled(false);
+  }
+  auto undo = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Arena* a : arenas) RestoreQuickCache(a);
+  };
+  if (absl::Status s = WaitForTagUsers(arenas); !s.ok()) {
+    undo();
+    return s;
+  }
+  size_t live_bytes = 0;
+  for (Arena* a : arenas) {
+    for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
+      if (b->state == BlockState::kAllocated) live_bytes += b->size;
+    }
+  }
+  std::unique_ptr<Backup> backup;
+  MetadataVector<BackupMark> marks;
+  if (mode == BackupMode::kCpu && live_bytes > 0) {
+    if (sleep_.copier == nullptr) {
+      absl::StatusOr<std::unique_ptr<BackupCopier>> copier =
+          MakeBackupCopier(backend_->Name(), device_);
+      if (!copier.ok()) {
+        undo();
+        return copier.status();
+      }
+      sleep_.copier = std::move(*copier);
+    }
+    backup = std::make_unique<Backup>(sleep_.copier.get(), live_bytes);
+    if (absl::Status s = StartBackup(arenas, backup.get(), &marks); !s.ok()) {
+      // The copies issued write into the backup's host memory: let them end
+      // before it goes. Nothing was unmapped: the tag is as it was.
+      sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
+      backup.reset();
+      undo();
+      return absl::Status(
+          s.code(), absl::StrFormat("fragfree: cannot back up tag '%s' on "
+                                    "device %d (it stays resumed): %s",
+                                    RegionTagName(tag), device_, s.message()));
+    }
+  }
+  // From here the tag is paused, whatever happens: its pages go as the copies
+  // that read them complete.
+  t.paused = true;
+  t.backup = std::move(backup);
+  ++sleep_.num_pauses;
+  absl::Status status;
+  size_t m = 0;
+  for (Arena* a : arenas) {
+    uintptr_t done_to = a->base();
+    for (; m < marks.size() && marks[m].arena == a && status.ok(); ++m) {
+      status = sleep_.copier->WaitFor(marks[m].ticket);
+      if (!status.ok()) break;
+      const uintptr_t upto =
+          a->base() + AlignDown(marks[m].end - a->base(), page_size_);
+      if (upto > done_to) {
+        status = UnmapRange(a, done_to, upto - done_to);
+        done_to = upto;
+      }
+    }
+    if (!status.ok()) break;
+    status = UnmapRange(a, done_to, a->base() + a->size() - done_to);
+    if (!status.ok()) break;
+  }
+  if (!status.ok()) {
+    // A copy or an unmap failed: pages may be left mapped (resume maps only
+    // what is missing) and, for a failed copy, the backup is incomplete.
+    return absl::Status(
+        status.code(),
+        absl::StrFormat(
+            "fragfree: pausing tag '%s' on device %d did not "
+            "finish (the tag is paused; some pages may still be "
+            "mapped%s): %s",
+            RegionTagName(tag), device_,
+            t.backup != nullptr ? " and its backup may be incomplete" : "",
+            status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
+                                    BackupMode backup) {
+  MutexLock lock(&mu_);
+  if (capturing_ > 0) {
+    return absl::FailedPreconditionError(
+        "fragfree: cannot pause during CUDA graph capture");
+  }
+  absl::Status status;
+  for (RegionTag tag : tags) {
+    if (tag == kNoRegionTag) {
+      status = absl::InvalidArgumentError("pause: tag 0 is not a region tag");
+      break;
+    }
+    if (sleep_.IsPaused(tag)) continue;
+    status = PauseTag(tag, backup);
+    if (!status.ok()) break;
+  }
+  // The unmapped pages (and any other idle page) go back to the device.
+  ReleaseIdlePages();
+  return status;
+}
+
+absl::Status DeviceAllocator::CopyBack(RegionTag tag) {
+  TagSleepState& t = sleep_.For(tag);
+  if (t.backup == nullptr || !sleep_.copier->copies_contents()) {
+    return absl::OkStatus();
+  }
+  BackupCopier& copier = *sleep_.copier;
+  uint64_t last = 0;
+  // Runs of entries adjacent on both sides whose allocations are still live
+  // (one freed while paused is skipped: its memory is free).
+  uintptr_t lo = 0, host_lo = 0;
+  size_t bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (bytes == 0) return absl::OkStatus();
+    absl::StatusOr<uint64_t> ticket =
+        copier.CopyToDevice(lo, reinterpret_cast<const void*>(host_lo), bytes);
+    if (!ticket.ok()) return ticket.status();
+    last = *ticket;
+    bytes = 0;
+    return absl::OkStatus();
+  };
+  for (const Backup::Entry& e : t.backup->entries()) {
+    const LiveEntry* live = live_.Find(e.addr);
+    if (live == nullptr || live->block->size != e.size) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+      continue;
+    }
+    const uintptr_t h = reinterpret_cast<uintptr_t>(e.host);
+    if (bytes > 0 && (e.addr != lo + bytes || h != host_lo + bytes)) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+    if (bytes == 0) {
+      lo = e.addr;
+      host_lo = h;
+    }
+    bytes += e.size;
+  }
+  if (absl::Status s = flush(); !s.ok()) return s;
+  return copier.WaitFor(last);
+}
+
+absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
+  MutexLock lock(&mu_);
+  if (capturing_ > 0) {
+    return absl::FailedPreconditionError(
+        "fragfree: cannot resume during CUDA graph capture");
+  }
+  MetadataVector<RegionTag> todo;
+  for (RegionTag tag : tags) {
+    if (sleep_.IsPaused(tag) &&
+        std::find(todo.begin(), todo.end(), tag) == todo.end()) {
+      todo.push_back(tag);
+    }
+  }
+  if (todo.empty()) return absl::OkStatus();
+  // Runs of live blocks, each mapped as one range (pages and access set in
+  // batches). Pages a run shares with the previous one are mapped once.
+  struct Mapped {
+    Arena* arena;
+    uintptr_t addr;
+    size_t size;
+  };
+  MetadataVector<Mapped> mapped;
+  size_t needed_pages = 0;
+  absl::Status status;
+  RequestState request;  // one request: counted once, each run given back
+  for (RegionTag tag : todo) {
+    for (Arena* a : ArenasOfTag(tag)) {
+      for (const Block* b = a->first_block(); b != nullptr && status.ok();) {
+        if (b->is_free()) {
+          b = b->next;
+          continue;
+        }
+        Block run;  // a stand-in spanning the run, for MapUnder
+        run.arena = a;
+        run.addr = b->addr;
+        run.state = BlockState::kAllocated;
+        while (b != nullptr && !b->is_free()) {
+          run.size = b->end() - run.addr;
+          b = b->next;
+        }
+        const size_t missing = a->UnmappedPages(&run);
+        needed_pages += missing;
+        if (missing == 0 && !a->HasPagesWithoutAccess(&run)) continue;
+        status = MapUnder(&run, missing, &request);
+        if (status.ok()) mapped.push_back({a, run.addr, run.size});
+      }
+      if (!status.ok()) break;
+    }
+    if (!status.ok()) break;
+  }
+  for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
+    status = CopyBack(todo[i]);
+  }
+  if (!status.ok()) {
+    // All or nothing: the pages this call mapped (no GPU work has used them)
+    // are unmapped and released; the tags stay paused with their backups.
+    for (size_t i = mapped.size(); i-- > 0;) {
+      UnmapRange(mapped[i].arena, mapped[i].addr, mapped[i].size).IgnoreError();
+    }
+    ReleaseIdlePages();
+    ++sleep_.num_resume_failures;
+    const DeviceMemoryInfo info = backend_->MemoryInfo();
+    return absl::Status(
+        status.code(),
+        absl::StrFormat(
+            "fragfree: cannot resume %s on device %d: %s. The tags stay "
+            "paused and every page this resume mapped was released. Resuming "
+            "needs %s of pages; fragfree maps %s now (limit %s), and the "
+            "device has %s free of %s: free memory or pause other tags, then "
+            "resume again.",
+            TagNames(todo), device_, status.message(),
+            FormatBytes(needed_pages * page_size_),
+            FormatBytes(size_t(stats_.mapped_bytes.current)),
+            FormatBytes(limit_bytes_), FormatBytes(info.free_bytes),
+            FormatBytes(info.total_bytes)));
+  }
+  for (RegionTag tag : todo) {
+    TagSleepState& t = sleep_.For(tag);
+    t.paused = false;
+    t.backup.reset();  // the host copy (pinned memory too) goes now
+    for (Arena* a : ArenasOfTag(tag)) RestoreQuickCache(a);
+  }
+  ++sleep_.num_resumes;
+  return absl::OkStatus();
+}
+
+std::vector<TagSleepInfo> DeviceAllocator::SleepInfo() const {
+  MutexLock lock(&mu_);
+  std::vector<TagSleepInfo> out;
+  for (size_t tag = 1; tag < sleep_.tags.size(); ++tag) {
+    const TagSleepState& t = sleep_.tags[tag];
+    TagSleepInfo info;
+    info.tag = RegionTag(tag);
+    for (const Arena* a : ArenasOfTag(info.tag)) {
+      ++info.arenas;
+      info.mapped_bytes += a->mapped_pages() * page_size_;
+      for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
+        if (b->state != BlockState::kAllocated) continue;
+        ++info.live_blocks;
+        info.live_bytes += b->size;
+      }
+    }
+    if (info.arenas == 0 && !t.paused && t.slots.empty()) continue;
+    info.name = RegionTagName(info.tag);
+    info.paused = t.paused;
+    info.backup_bytes = t.backup ? t.backup->host_bytes() : 0;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+void DeviceAllocator::UpdateSleepGaugesLocked() {
+  int64_t paused_tags = 0, paused_bytes = 0, backup_bytes = 0;
+  for (size_t tag = 1; tag < sleep_.tags.size(); ++tag) {
+    const TagSleepState& t = sleep_.tags[tag];
+    if (!t.paused) continue;
+    ++paused_tags;
+    if (t.backup != nullptr) backup_bytes += int64_t(t.backup->host_bytes());
+  }
+  for (const auto& arena : arenas_) {
+    if (!IsPausedArena(arena.get())) continue;
+    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+      if (b->state == BlockState::kAllocated) paused_bytes += int64_t(b->size);
+    }
+  }
+  stats_.paused_tags = paused_tags;
+  stats_.paused_bytes = paused_bytes;
+  stats_.backup_bytes = backup_bytes;
+  stats_.num_pauses = sleep_.num_pauses;
+  stats_.num_resumes = sleep_.num_resumes;
+  stats_.num_resume_failures = sleep_.num_resume_failures;
+}
+
+}  // namespace fragfree
