@@ -193,10 +193,16 @@ TEST_F(IpcTest, ThousandCyclesGiveEverythingBack) {
     ff_ipc_mapping_t m{};  // this process may open its own exports too
     ASSERT_EQ(ff_ipc_open(h.data(), h.size(), 0, &m), FF_OK) << ff_last_error();
     static_cast<char*>(m.ptr)[0] = 1;
-    if (i % 3 == 0) ASSERT_EQ(ff_ipc_close(m.ptr), FF_OK);
+    if (i % 3 == 0) {
+      ASSERT_EQ(ff_ipc_close(m.ptr), FF_OK);
+    }
     ASSERT_EQ(ff_free(p, 0), FF_OK);
-    if (i % 2 == 0) ASSERT_EQ(ff_ipc_release(info.export_id), FF_OK);
-    if (i % 3 != 0) ASSERT_EQ(ff_ipc_close(m.ptr), FF_OK);
+    if (i % 2 == 0) {
+      ASSERT_EQ(ff_ipc_release(info.export_id), FF_OK);
+    }
+    if (i % 3 != 0) {
+      ASSERT_EQ(ff_ipc_close(m.ptr), FF_OK);
+    }
     ASSERT_EQ(ff_ipc_sweep(0), FF_OK);
   }
   EXPECT_EQ(Allocated(), start);
