@@ -625,6 +625,12 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
+  if (ipc_ != nullptr) {  // shared with other processes: docs/ipc.md
+    absl::StatusOr<bool> deferred = IpcDeferFree(addr);
+    if (!deferred.ok()) return deferred.status();
+    if (*deferred) return absl::OkStatus();
+    it = live_.Find(addr);
+  }
   const LiveEntry entry = *it;
   Block* const block = entry.block;
   // Releasing reads the block (coalescing); start that miss now, under the

@@ -32,6 +32,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -64,6 +66,12 @@ using OomInfo = OomFacts;
 
 // A CUDA graph memory pool, as PyTorch names it (MempoolId_t).
 using PoolId = std::pair<uint64_t, uint64_t>;
+
+// Sharing blocks with other processes (allocator/ipc/ipc_state.h).
+struct IpcState;
+struct IpcStateDeleter {
+  void operator()(IpcState* state) const;
+};
 
 class DeviceAllocator : public MetadataObject {
  public:
@@ -135,6 +143,48 @@ class DeviceAllocator : public MetadataObject {
   // Requested size of a live allocation (0 if none).
   size_t AllocationSize(const void* ptr) const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<ArenaView> Arenas() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Sharing blocks with other processes (docs/ipc.md) ----
+  // Implemented in device_allocator_ipc.cc on allocator/ipc.
+  struct IpcExport {
+    uint64_t id = 0;
+    uintptr_t block = 0;  // the whole block the pointer lies in
+    size_t block_size = 0;
+    uintptr_t first_page = 0;  // where the shared pages start
+    std::string handle;        // allocator/ipc/ipc_handle.h
+  };
+  // Exports the live block containing `ptr`: its pages' descriptors and the
+  // block's place in them. Until the export is released (IpcRelease, or the
+  // block's Free with `release_on_free`) and every process that opened it has
+  // closed it or died, the block stays allocated: a Free only marks it, and
+  // its memory is reused once the last holder is gone. With
+  // `release_on_free`, a live export of the block made the same way is
+  // returned again instead of a new one.
+  absl::StatusOr<IpcExport> IpcExportBlock(const void* ptr,
+                                           bool release_on_free)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // No new opens of export `id`; NotFound when it is not this device's.
+  absl::Status IpcRelease(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Frees the blocks whose exports are released and whose openers have all
+  // closed or died. Runs on every IpcRelease and Free of an exported block.
+  absl::Status IpcSweep() ABSL_LOCKS_EXCLUDED(mu_);
+  size_t IpcLiveExports() const ABSL_LOCKS_EXCLUDED(mu_);
+  struct IpcMapping {
+    uintptr_t ptr = 0;  // the block's bytes
+    size_t size = 0;
+    uintptr_t base = 0;  // the first page
+    size_t mapped = 0;
+  };
+  // Maps another process's exported block (its pages, contiguously, in fresh
+  // VA) on this device.
+  absl::StatusOr<IpcMapping> IpcOpen(std::string_view handle)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Unmaps the opened block containing `ptr`; NotFound when none is open.
+  absl::Status IpcClose(const void* ptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The live block, or opened IPC block, containing `ptr`: its start and
+  // size. NotFound for memory fragfree did not hand out.
+  absl::StatusOr<std::pair<uintptr_t, size_t>> AddressRange(
+      const void* ptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks every invariant (tiling, coalescing, mapping under live blocks,
   // stats equal a recount); the first violation as an error.
@@ -304,6 +354,16 @@ class DeviceAllocator : public MetadataObject {
   // reserved bytes, page counters and segments (arenas holding mapped pages).
   void NotePagesMapped(const Arena* arena, int64_t pages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Free of an exported block: whether it must wait for its IPC holders (an
+  // error for a second Free). false: free it now.
+  absl::StatusOr<bool> IpcDeferFree(uintptr_t addr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The exported blocks that may be freed now (their records dropped).
+  void IpcCollectFreeable(MetadataVector<uintptr_t>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live block containing addr, or nullptr.
+  const Block* LiveBlockContaining(uintptr_t addr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   const Options options_;
@@ -350,6 +410,10 @@ class DeviceAllocator : public MetadataObject {
   MetadataVector<MovedPage> moved_pages_ ABSL_GUARDED_BY(mu_);
   MetadataVector<size_t> moved_indices_ ABSL_GUARDED_BY(mu_);
   SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
+  // Exports and opened imports (made on first use; nullptr until then, so
+  // Free's check is one load). Declared last: unmaps imports before the
+  // backend goes.
+  std::unique_ptr<IpcState, IpcStateDeleter> ipc_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fragfree

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/base/json.h"
 #include "allocator/sleep/region_tags.h"
+#include "allocator/ipc/ipc_handle.h"
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
@@ -55,13 +56,14 @@ DeviceAllocator* OwnerOf(const void* ptr) {
 // negative value) is device 0.
 int OneDevice(int device) { return device < 0 ? 0 : device; }
 
-// ff_stats_t's layout for FF_STATS_VERSION 1, pinned. The struct is generated
+// ff_stats_t's layout, pinned: version 1's fields, then what version 2
+// appended (sleep and wake). The struct is generated
 // from the field lists (allocator/obs/stat_fields.h), so a field added to any
 // list but the very end moves every field after it, and an old caller would
 // read the wrong numbers. If one of these fails, the ABI changed: append the
 // new field at the end instead, or bump FF_STATS_VERSION and give the new
 // layout its own checks.
-static_assert(FF_STATS_VERSION == 1, "ff_stats_t changed: pin its new layout");
+static_assert(FF_STATS_VERSION == 2, "ff_stats_t changed: pin its new layout");
 static_assert(sizeof(ff_stat_t) == 32);
 static_assert(offsetof(ff_stats_t, size) == 0);
 static_assert(offsetof(ff_stats_t, version) == 4);
@@ -105,21 +107,28 @@ static_assert(offsetof(ff_stats_t, version) == 4);
   X(page_size, 1184)            \
   X(u_alloc, 1192)              \
   X(u_active, 1200)             \
-  X(external_fragmentation, 1208)
+  X(external_fragmentation, 1208) \
+  X(paused_tags, 1216)            \
+  X(paused_bytes, 1224)           \
+  X(backup_bytes, 1232)           \
+  X(num_pauses, 1240)             \
+  X(num_resumes, 1248)            \
+  X(num_resume_failures, 1256)
 #define FF_PIN_OFFSET(name, offset)                   \
   static_assert(offsetof(ff_stats_t, name) == offset, \
                 "ff_stats_t." #name " moved: an ABI change");
 FF_STATS_V1_OFFSETS(FF_PIN_OFFSET)
 #undef FF_PIN_OFFSET
 #undef FF_STATS_V1_OFFSETS
-static_assert(sizeof(ff_stats_t) == 1216,
+static_assert(sizeof(ff_stats_t) == 1264,
               "ff_stats_t grew: a new layout needs a new FF_STATS_VERSION");
 // Every field of the lists is pinned above: the count of fields must match.
 #define FF_COUNT(name) +1
 static_assert(0 FF_STAT_ARRAY_FIELDS(FF_COUNT) == 9 &&
                   0 FF_STAT_FIELDS(FF_COUNT) == 4 &&
                   0 FF_COUNTER_FIELDS(FF_COUNT) == 16 &&
-                  0 FF_GAUGE_FIELDS(FF_COUNT) == 8,
+                  0 FF_GAUGE_FIELDS(FF_COUNT) == 8 &&
+                  0 FF_SLEEP_FIELDS(FF_COUNT) == 6,
               "a stat field was added or removed: pin ff_stats_t's layout");
 #undef FF_COUNT
 
@@ -471,6 +480,142 @@ const char* ff_status_name(ff_status_t status) {
       return "FF_ERR_INTERNAL";
   }
   return "FF_ERR_UNKNOWN";
+}
+
+// ---- Sharing memory between processes (docs/ipc.md) ----------------------
+
+}  // extern "C"
+
+namespace {
+
+// Permission and kernel-support failures are "wrong state" to a C caller.
+absl::Status IpcStatus(absl::Status s) {
+  if (absl::IsPermissionDenied(s) || absl::IsUnimplemented(s)) {
+    return absl::FailedPreconditionError(s.message());
+  }
+  return s;
+}
+
+// The device whose live block (or opened IPC block) contains ptr.
+DeviceAllocator* RangeOwnerOf(const void* ptr) {
+  Runtime& rt = Runtime::Get();
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d != nullptr && d->AddressRange(ptr).ok()) return d;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+ff_status_t ff_ipc_export(const void* ptr, unsigned flags, void* handle,
+                          size_t handle_len, ff_ipc_export_info_t* info) {
+  Runtime& rt = Runtime::Get();
+  if (ptr == nullptr || info == nullptr ||
+      (flags & ~unsigned{FF_IPC_RELEASE_ON_FREE}) != 0) {
+    return rt.Report(absl::InvalidArgumentError(
+        "ff_ipc_export: ptr and info must not be NULL, and flags may only "
+        "hold FF_IPC_RELEASE_ON_FREE"));
+  }
+  DeviceAllocator* d = RangeOwnerOf(ptr);
+  if (d == nullptr) {
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_ipc_export: %p is not inside a live fragfree allocation", ptr)));
+  }
+  // Measure first, so that a short buffer pins nothing.
+  const bool on_free = (flags & FF_IPC_RELEASE_ON_FREE) != 0;
+  absl::StatusOr<DeviceAllocator::IpcExport> e =
+      d->IpcExportBlock(ptr, on_free);
+  if (!e.ok()) return rt.Report(IpcStatus(e.status()));
+  info->handle_size = e->handle.size();
+  if (handle == nullptr || handle_len < e->handle.size()) {
+    // Undo: an export made for this call is released again (a reused
+    // FF_IPC_RELEASE_ON_FREE export is left as it was).
+    if (d->IpcLiveExports() > 0 && !on_free) d->IpcRelease(e->id).IgnoreError();
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_ipc_export: the handle needs %d bytes, the buffer has %d",
+        e->handle.size(), handle_len)));
+  }
+  memcpy(handle, e->handle.data(), e->handle.size());
+  info->export_id = e->id;
+  info->block = reinterpret_cast<void*>(e->block);
+  info->block_size = e->block_size;
+  info->page_offset = reinterpret_cast<uintptr_t>(ptr) - e->first_page;
+  return FF_OK;
+}
+
+ff_status_t ff_ipc_release(uint64_t export_id) {
+  Runtime& rt = Runtime::Get();
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    absl::Status s = d->IpcRelease(export_id);
+    if (!absl::IsNotFound(s)) return rt.Report(s);
+  }
+  return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+      "ff_ipc_release: no export %d in this process (released already and its "
+      "block freed, or never made)",
+      export_id)));
+}
+
+ff_status_t ff_ipc_sweep(int device) {
+  return ForDevices(device, [](DeviceAllocator& d) { return d.IpcSweep(); });
+}
+
+ff_status_t ff_ipc_open(const void* handle, size_t handle_len, int device,
+                        ff_ipc_mapping_t* out) {
+  Runtime& rt = Runtime::Get();
+  if (handle == nullptr || handle_len == 0 || out == nullptr) {
+    return rt.Report(absl::InvalidArgumentError(
+        "ff_ipc_open: handle and out must not be NULL, handle_len > 0"));
+  }
+  const std::string_view bytes(static_cast<const char*>(handle), handle_len);
+  if (device < 0) {
+    absl::StatusOr<fragfree::IpcHandle> h = fragfree::DecodeIpcHandle(bytes);
+    if (!h.ok()) return rt.Report(h.status());
+    device = h->has_trailer ? h->device : 0;
+  }
+  absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
+  if (!d.ok()) return rt.Report(d.status());
+  absl::StatusOr<DeviceAllocator::IpcMapping> m = (*d)->IpcOpen(bytes);
+  if (!m.ok()) return rt.Report(IpcStatus(m.status()));
+  out->ptr = reinterpret_cast<void*>(m->ptr);
+  out->size = m->size;
+  out->base = reinterpret_cast<void*>(m->base);
+  out->mapped = m->mapped;
+  return FF_OK;
+}
+
+ff_status_t ff_ipc_close(void* ptr) {
+  Runtime& rt = Runtime::Get();
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    absl::Status s = d->IpcClose(ptr);
+    if (!absl::IsNotFound(s)) return rt.Report(s);
+  }
+  return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+      "ff_ipc_close: %p is not in a block opened with ff_ipc_open (closed "
+      "twice?)",
+      ptr)));
+}
+
+ff_status_t ff_get_address_range(const void* ptr, void** base, size_t* size) {
+  Runtime& rt = Runtime::Get();
+  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    absl::StatusOr<std::pair<uintptr_t, size_t>> r = d->AddressRange(ptr);
+    if (!r.ok()) continue;
+    if (base != nullptr) *base = reinterpret_cast<void*>(r->first);
+    if (size != nullptr) *size = r->second;
+    return FF_OK;
+  }
+  return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+      "ff_get_address_range: %p is not inside memory fragfree handed out",
+      ptr)));
 }
 
 }  // extern "C"

@@ -20,9 +20,11 @@
 //    use has completed.
 // Implementations: CudaVmmBackend (driver VMM), HostBackend (memfd + mmap),
 // SimulatedBackend (bookkeeping only, for replay), FaultInjectingBackend
-// (decorator). Backends are MetadataObjects: `new` puts them on the metadata
-// arena. Thread-safety: implementations are not thread-safe; the owning
-// DeviceAllocator serialises calls under its lock.
+// (decorator). Sharing pages with other processes (allocator/ipc,
+// docs/ipc.md) is an optional capability: CanExport / Export / Import, whose
+// defaults say "not supported". Backends are MetadataObjects: `new` puts them
+// on the metadata arena. Thread-safety: implementations are not thread-safe;
+// the owning DeviceAllocator serialises calls under its lock.
 #ifndef FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_BACKEND_H_
 
@@ -40,6 +42,14 @@ namespace fragfree {
 // backend.
 struct PhysHandle {
   uint64_t value = 0;
+};
+
+// One page as another process can import it: a POSIX file descriptor owned by
+// the backend (open until the handle is released) and the page's offset in
+// that file (0 for CUDA's exported handles).
+struct SharedPage {
+  int fd = -1;
+  uint64_t offset = 0;
 };
 
 // Device memory as the backend sees it, for reports.
@@ -67,6 +77,29 @@ class PhysicalBackend : public MetadataObject {
   [[nodiscard]] virtual absl::Status Unmap(uintptr_t va, size_t size) = 0;
   // Makes [va, va+size) readable and writable by the device (and its peers).
   [[nodiscard]] virtual absl::Status SetAccess(uintptr_t va, size_t size) = 0;
+
+  // ---- Sharing with other processes (docs/ipc.md) ----
+  // Whether handles this backend creates can be exported as file descriptors.
+  virtual bool CanExport() const { return false; }
+  // The shareable form of `handle` (created here, not imported). The fd stays
+  // the backend's: made once per handle, closed when the handle is released.
+  [[nodiscard]] virtual absl::StatusOr<SharedPage> Export(PhysHandle handle) {
+    (void)handle;
+    return absl::UnimplementedError(Name() +
+                                    " backend: pages cannot be exported");
+  }
+  // A handle for a page another process exported: `fd` is this process's
+  // descriptor for it (the caller keeps it and may close it after), `offset`
+  // and `size` the page's place in that file. Map, SetAccess, Unmap and
+  // Release work on it as on a created handle; Release drops only this
+  // process's reference.
+  [[nodiscard]] virtual absl::StatusOr<PhysHandle> Import(int fd,
+                                                          uint64_t offset,
+                                                          size_t size) {
+    (void)fd, (void)offset, (void)size;
+    return absl::UnimplementedError(Name() +
+                                    " backend: pages cannot be imported");
+  }
 };
 
 }  // namespace fragfree

@@ -37,6 +37,9 @@ namespace fragfree {
   X(cuMemUnmap)                                          \
   X(cuMemSetAccess)                                      \
   X(cuMemGetAllocationGranularity)                       \
+  /* sharing pages with other processes (docs/ipc.md) */ \
+  X(cuMemExportToShareableHandle)                        \
+  X(cuMemImportFromShareableHandle)                      \
   X(cuEventCreate)                                       \
   X(cuEventDestroy)                                      \
   X(cuEventRecord)                                       \

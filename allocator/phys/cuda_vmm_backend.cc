@@ -1,5 +1,7 @@
 #include "allocator/phys/cuda_vmm_backend.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_format.h"
 
 namespace fragfree {
@@ -112,6 +114,17 @@ absl::StatusOr<PhysHandle> CudaVmmBackend::Create(size_t size) {
   if (!context.status().ok()) return context.status();
   CUmemAllocationProp prop = DeviceProp(device_, rdma_);
   CUmemGenericAllocationHandle handle;
+  if (exportable_) {
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const CUresult r = driver_->cuMemCreate(&handle, size, &prop, 0);
+    if (r == CUDA_SUCCESS) return PhysHandle{uint64_t(handle)};
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      return driver_->ToStatus(r, "cuMemCreate", __FILE__, __LINE__);
+    }
+    // Shareable handles refused (not supported here): plain ones from now on.
+    exportable_ = false;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  }
   FF_CU_RETURN_IF_ERROR(*driver_, cuMemCreate(&handle, size, &prop, 0));
   return PhysHandle{uint64_t(handle)};
 }
@@ -121,7 +134,52 @@ absl::Status CudaVmmBackend::Release(PhysHandle handle) {
   if (!context.status().ok()) return context.status();
   FF_CU_RETURN_IF_ERROR(
       *driver_, cuMemRelease(CUmemGenericAllocationHandle(handle.value)));
+  // The exported fd is closed only once the handle is gone, so that a
+  // consumer's pidfd_getfd never finds the number reused while it may ask.
+  if (auto it = export_fds_.find(handle.value); it != export_fds_.end()) {
+    close(it->second);
+    export_fds_.erase(it);
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<SharedPage> CudaVmmBackend::Export(PhysHandle handle) {
+  if (auto it = export_fds_.find(handle.value); it != export_fds_.end()) {
+    return SharedPage{it->second, 0};
+  }
+  if (!exportable_) {
+    return absl::FailedPreconditionError(
+        "cuda backend: this driver refused POSIX-fd shareable handles "
+        "(cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), so "
+        "fragfree memory cannot be shared with other processes here");
+  }
+  CudaContextScope context(*driver_, context_);
+  if (!context.status().ok()) return context.status();
+  int fd = -1;
+  FF_CU_RETURN_IF_ERROR(*driver_,
+                        cuMemExportToShareableHandle(
+                            &fd, CUmemGenericAllocationHandle(handle.value),
+                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  export_fds_[handle.value] = fd;
+  return SharedPage{fd, 0};
+}
+
+absl::StatusOr<PhysHandle> CudaVmmBackend::Import(int fd, uint64_t offset,
+                                                  size_t size) {
+  if (fd < 0 || offset != 0 || size == 0 || size % granularity_ != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cuda backend: Import(fd %d, offset %d, size %d): an exported CUDA "
+        "handle is a whole file (offset 0) of a granularity multiple",
+        fd, offset, size));
+  }
+  CudaContextScope context(*driver_, context_);
+  if (!context.status().ok()) return context.status();
+  CUmemGenericAllocationHandle handle;
+  FF_CU_RETURN_IF_ERROR(*driver_,
+                        cuMemImportFromShareableHandle(
+                            &handle, reinterpret_cast<void*>(uintptr_t(fd)),
+                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  return PhysHandle{uint64_t(handle)};
 }
 
 absl::Status CudaVmmBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,9 @@ HostBackend::HostBackend(int fd, size_t capacity, size_t granularity)
 HostBackend::~HostBackend() {
   for (const auto& [va, size] : reservations_) {
     munmap(reinterpret_cast<void*>(va), size);
+  }
+  for (const auto& [id, info] : handles_) {
+    if (info.import_fd >= 0) close(info.import_fd);
   }
   close(fd_);
 }
@@ -146,6 +150,11 @@ absl::Status HostBackend::Release(PhysHandle handle) {
     return absl::FailedPreconditionError(
         "host backend: Release of a handle that is still mapped");
   }
+  if (it->second.import_fd >= 0) {  // another process's page: drop our fd
+    close(it->second.import_fd);
+    handles_.erase(it);
+    return absl::OkStatus();
+  }
   // Give the pages back to the OS and zero them, as a fresh cuMemCreate would
   // not promise to, but without keeping stale data around.
   fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -181,8 +190,9 @@ absl::Status HostBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
           "host backend: Map at 0x%x overlaps an existing mapping", va));
     }
   }
+  const int fd = it->second.import_fd >= 0 ? it->second.import_fd : fd_;
   void* at = mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
-                  MAP_SHARED | MAP_FIXED, fd_, off_t(it->second.offset));
+                  MAP_SHARED | MAP_FIXED, fd, off_t(it->second.offset));
   if (at == MAP_FAILED) return ErrnoStatus("mmap(MAP_FIXED) of a handle");
   it->second.mapped_at = va;
   mappings_[va] = handle.value;
@@ -222,6 +232,37 @@ absl::Status HostBackend::SetAccess(uintptr_t va, size_t size) {
     return ErrnoStatus("mprotect");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<SharedPage> HostBackend::Export(PhysHandle handle) {
+  auto it = handles_.find(handle.value);
+  if (it == handles_.end() || it->second.import_fd >= 0) {
+    return absl::InvalidArgumentError(
+        "host backend: Export of an unknown or imported handle");
+  }
+  return SharedPage{fd_, it->second.offset};
+}
+
+absl::StatusOr<PhysHandle> HostBackend::Import(int fd, uint64_t offset,
+                                               size_t size) {
+  if (fd < 0 || size == 0 || size % granularity_ != 0 ||
+      offset % granularity_ != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "host backend: Import(fd %d, offset %d, size %d): size and offset "
+        "must be multiples of the granularity %d",
+        fd, offset, size, granularity_));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) return ErrnoStatus("fstat of an imported page");
+  if (uint64_t(st.st_size) < offset + size) {
+    return absl::InvalidArgumentError(
+        "host backend: Import of a page beyond the end of its file");
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return ErrnoStatus("dup of an imported page");
+  const uint64_t id = next_handle_++;
+  handles_[id] = HandleInfo{size_t(offset), size, 0, own};
+  return PhysHandle{id};
 }
 
 }  // namespace fragfree

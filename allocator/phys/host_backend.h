@@ -6,6 +6,9 @@
 // mapped elsewhere. Like the driver, memory is inaccessible after Map until
 // SetAccess. Misuse the driver would reject (mapping over a mapping, unmapping
 // what is not mapped, releasing a mapped handle) is an error status here too.
+// Sharing (docs/ipc.md): a page exports as (the memfd, its offset); an
+// imported page keeps its own duplicate of the exporter's memfd, so Map places
+// the other process's memory (MAP_SHARED) and Release closes that descriptor.
 // Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_HOST_BACKEND_H_
@@ -37,11 +40,17 @@ class HostBackend final : public PhysicalBackend {
   absl::Status Unmap(uintptr_t va, size_t size) override;
   absl::Status SetAccess(uintptr_t va, size_t size) override;
 
+  bool CanExport() const override { return true; }
+  absl::StatusOr<SharedPage> Export(PhysHandle handle) override;
+  absl::StatusOr<PhysHandle> Import(int fd, uint64_t offset,
+                                    size_t size) override;
+
  private:
   struct HandleInfo {
     size_t offset;  // in the memfd
     size_t size;
     uintptr_t mapped_at;  // 0 when unmapped
+    int import_fd = -1;   // imported: this process's duplicate of the file
   };
   HostBackend(int fd, size_t capacity, size_t granularity);
   absl::Status CheckAligned(const char* call, uintptr_t va, size_t size) const;

@@ -137,6 +137,17 @@ class Arena : public MetadataObject {
   size_t page_size() const { return page_size_; }
   size_t mapped_end() const { return mapped_end_; }
   bool IsPageMapped(size_t index) const { return page_of_[index] != kNoPage; }
+  // The pool pages under [addr, addr + size) in address order (kNoPage where
+  // unmapped), and where the first of them starts: what an IPC export shares
+  // (allocator/ipc, docs/ipc.md).
+  void PagesUnder(uintptr_t addr, size_t size, PageList* out) const {
+    for (size_t p = FirstPage(addr), e = EndPage(addr + size); p < e; ++p) {
+      out->push_back(page_of_[p]);
+    }
+  }
+  uintptr_t PageStart(uintptr_t addr) const {
+    return base_ + FirstPage(addr) * page_size_;
+  }
 
  private:
   Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,

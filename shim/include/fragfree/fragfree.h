@@ -296,6 +296,67 @@ FF_API size_t ff_paused_json(int device, char* buf, size_t len);
 /* ---- end of sleep and wake ------------------------------------------------
  */
 
+/* ---- Sharing memory between processes (docs/ipc.md) ------------------------
+ * A producer exports a live block (ff_ipc_export) and sends the handle bytes
+ * to a consumer by any means (a pipe, a socket, a pickle); the consumer maps
+ * the block's pages into its address space (ff_ipc_open) and later unmaps them
+ * (ff_ipc_close). The descriptors travel by pidfd_getfd(2): the consumer needs
+ * ptrace access to the producer (same user; see docs/ipc.md for
+ * kernel.yama.ptrace_scope). The handle is PyTorch's expandable-segment
+ * handle plus fragfree's trailer, so stock PyTorch (torch 2.11) can open it.
+ * Lifetime: the block's memory is reused only once the producer has freed it
+ * (ff_free), every export of it is released (ff_ipc_release, or the free with
+ * FF_IPC_RELEASE_ON_FREE) and every consumer that opened it has closed it or
+ * died. The producer notices dead consumers when it frees the block, releases
+ * an export, or calls ff_ipc_sweep. Until then the block counts as allocated.
+ */
+typedef struct ff_ipc_export_info_t {
+  uint64_t export_id;  /* for ff_ipc_release */
+  void* block;         /* start of the whole block ptr lies in */
+  size_t block_size;   /* its size (the rounded size fragfree handed out) */
+  size_t page_offset;  /* ptr - start of the block's first page (PyTorch's
+                          ShareableHandle.offset) */
+  size_t handle_size;  /* bytes of the handle (set also when buf is short) */
+} ff_ipc_export_info_t;
+/* The export ends when the producer frees the block (PyTorch's reference
+ * counting keeps that free until its consumers are done); exporting the same
+ * block again this way returns the same export and handle. */
+#define FF_IPC_RELEASE_ON_FREE 1u
+/* Exports the live block containing ptr into handle[0, handle_len). A handle
+ * that does not fit is FF_ERR_INVALID_ARGUMENT with info->handle_size set and
+ * nothing exported. FF_ERR_STATE when the backend cannot share pages. */
+FF_API ff_status_t ff_ipc_export(const void* ptr, unsigned flags, void* handle,
+                                 size_t handle_len, ff_ipc_export_info_t* info);
+/* No new opens of the export; the block is freed once the rest of its
+ * lifetime rule holds. Unknown or already released ids are an error. */
+FF_API ff_status_t ff_ipc_release(uint64_t export_id);
+/* Frees exported blocks whose holders are all gone (dead consumers are
+ * noticed here). device < 0: every device. */
+FF_API ff_status_t ff_ipc_sweep(int device);
+typedef struct ff_ipc_mapping_t {
+  void* ptr;     /* the block's first byte in this process */
+  size_t size;   /* the block's size */
+  void* base;    /* where the mapped pages start (ptr - page offset) */
+  size_t mapped; /* bytes mapped */
+} ff_ipc_mapping_t;
+/* Maps an exported block on `device` (< 0: the device in the handle).
+ * Errors: a malformed handle, the wrong device, the producer gone, the export
+ * released, no permission to take the producer's descriptors. */
+FF_API ff_status_t ff_ipc_open(const void* handle, size_t handle_len,
+                               int device, ff_ipc_mapping_t* out);
+/* Unmaps the opened block containing ptr. The caller's work on it must be
+ * complete. Closing twice, or a pointer that is not in an opened block, is
+ * FF_ERR_INVALID_ARGUMENT. */
+FF_API ff_status_t ff_ipc_close(void* ptr);
+/* For a pointer anywhere inside a live fragfree block, or inside a block
+ * opened with ff_ipc_open: the block's start and size (what
+ * cuMemGetAddressRange answers for cudaMalloc memory). FF_ERR_INVALID_ARGUMENT
+ * for any other pointer; base and size may be NULL. */
+FF_API ff_status_t ff_get_address_range(const void* ptr, void** base,
+                                        size_t* size);
+/* ---- end of sharing memory between processes ------------------------------
+ */
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,25 @@ struct FragfreeApi {
   using BeginPoolFn = void (*)(int, PoolPair,
                                std::function<bool(cudaStream_t)>);
   using EndPoolFn = void (*)(int, PoolPair);
+  // Sharing between processes (fragfree.h, "Sharing memory between
+  // processes"); the structs are ff_ipc_export_info_t / ff_ipc_mapping_t.
+  struct IpcExportInfo {
+    uint64_t export_id;
+    void* block;
+    size_t block_size;
+    size_t page_offset;
+    size_t handle_size;
+  };
+  struct IpcMapping {
+    void* ptr;
+    size_t size;
+    void* base;
+    size_t mapped;
+  };
+  using IpcExportFn = int (*)(const void*, unsigned, void*, size_t,
+                              IpcExportInfo*);
+  using IpcOpenFn = int (*)(const void*, size_t, int, IpcMapping*);
+  using IpcCloseFn = int (*)(void*);
 
   void* handle = nullptr;
   std::string path;
@@ -56,6 +75,9 @@ struct FragfreeApi {
   BeginPoolFn begin_pool = nullptr;
   EndPoolFn end_pool = nullptr;
   EndPoolFn release_pool = nullptr;
+  IpcExportFn ipc_export = nullptr;  // all three or none (csrc/ipc.h)
+  IpcOpenFn ipc_open = nullptr;
+  IpcCloseFn ipc_close = nullptr;
 
   template <typename Fn>
   Fn Find(std::initializer_list<const char*> names) const {
@@ -105,6 +127,14 @@ struct FragfreeApi {
         "fragfree_release_pool",
         "_Z21fragfree_release_pooliSt4pairIyyE",
     });
+    ipc_export = Find<IpcExportFn>({"ff_ipc_export"});
+    ipc_open = Find<IpcOpenFn>({"ff_ipc_open"});
+    ipc_close = Find<IpcCloseFn>({"ff_ipc_close"});
+    if (!(ipc_export && ipc_open && ipc_close)) {
+      ipc_export = nullptr;
+      ipc_open = nullptr;
+      ipc_close = nullptr;
+    }
     if (!(begin_pool && end_pool && release_pool)) {
       begin_pool = nullptr;  // all three or none
       end_pool = nullptr;

@@ -68,6 +68,7 @@
 
 #include "common.h"
 #include "fragfree_api.h"
+#include "ipc.h"
 #include "json_reader.h"
 #include "messages.h"
 #include "oom_error.h"
@@ -571,18 +572,13 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
 
   // --- IPC, peers, copies ---------------------------------------------------
 
-  cca::ShareableHandle shareIpcHandle(void* /*ptr*/) override {
-    TORCH_CHECK(
-        false,
-        "fragfree does not yet support shareIpcHandle (sharing CUDA tensors "
-        "between processes). If you need it, please file an issue.");
+  // csrc/ipc.h; docs/ipc.md.
+  cca::ShareableHandle shareIpcHandle(void* ptr) override {
+    return ipc_.Share(ptr);
   }
 
-  std::shared_ptr<void> getIpcDevPtr(std::string /*handle*/) override {
-    TORCH_CHECK(
-        false,
-        "fragfree does not yet support getIpcDevPtr (opening CUDA tensors of "
-        "another process). If you need it, please file an issue.");
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+    return ipc_.Open(std::move(handle));
   }
 
   void enablePeerAccess(DeviceIndex dev, DeviceIndex dev_to_access) override {
@@ -784,6 +780,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   FragfreeApi api_;
+  IpcAdapter ipc_{api_};  // after api_: it keeps a reference
   int device_count_ = 0;
   std::atomic<bool> initialized_{false};
   std::array<std::atomic<bool>, kMaxDevices> used_{};

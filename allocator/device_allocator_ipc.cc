@@ -1,0 +1,413 @@
+// DeviceAllocator's sharing of blocks with other processes (docs/ipc.md): the
+// exporting side (IpcExportBlock, IpcRelease, IpcSweep and the Free hook
+// IpcDeferFree), the importing side (IpcOpen, IpcClose) and AddressRange.
+// The records are in allocator/ipc/ipc_state.h; the wire format in
+// allocator/ipc/ipc_handle.h; who has an export open in
+// allocator/ipc/lease_table.h. Thread-safety: as DeviceAllocator (mu_).
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "allocator/device_allocator.h"
+#include "allocator/ipc/ipc_handle.h"
+#include "allocator/ipc/ipc_state.h"
+#include "allocator/ipc/lease_table.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+namespace fragfree {
+
+void IpcStateDeleter::operator()(IpcState* state) const { delete state; }
+
+namespace {
+
+// Whether every export of `b` is released and nobody alive has one open.
+bool Freeable(IpcState& ipc, const IpcState::Exported& b) {
+  if (!b.producer_freed) return false;
+  for (uint64_t id : b.exports) {
+    const IpcState::Export& e = ipc.exports.at(id);
+    if (!e.released || ipc.leases->HasLiveOpeners(e.slot)) return false;
+  }
+  return true;
+}
+
+void DropRecords(IpcState& ipc, uintptr_t block) {
+  auto it = ipc.blocks.find(block);
+  for (uint64_t id : it->second.exports) {
+    ipc.leases->Release(ipc.exports.at(id).slot);
+    ipc.exports.erase(id);
+  }
+  ipc.blocks.erase(it);
+}
+
+absl::StatusOr<int> PidfdGetfd(int pidfd, pid_t pid, int remote) {
+  const long fd = syscall(SYS_pidfd_getfd, pidfd, remote, 0);
+  if (fd >= 0) return int(fd);
+  const int err = errno;
+  if (err == EPERM) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "fragfree ipc: pidfd_getfd(pid %d, fd %d): not permitted. The "
+        "consumer needs ptrace access to the producer: same user, and with "
+        "kernel.yama.ptrace_scope=1 only a process's ancestors (or a ptracer "
+        "it declared with prctl(PR_SET_PTRACER)) qualify; see docs/ipc.md",
+        int(pid), remote));
+  }
+  if (err == EBADF) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree ipc: the producer (pid %d) no longer has descriptor %d: "
+        "the export was released and its memory freed",
+        int(pid), remote));
+  }
+  if (err == ENOSYS) {
+    return absl::UnimplementedError(
+        "fragfree ipc: this kernel has no pidfd_getfd (Linux 5.6 or newer is "
+        "needed to share memory between processes)");
+  }
+  return absl::InternalError(
+      absl::StrFormat("fragfree ipc: pidfd_getfd(pid %d, fd %d) failed: %s",
+                      int(pid), remote, strerror(err)));
+}
+
+}  // namespace
+
+const Block* DeviceAllocator::LiveBlockContaining(uintptr_t addr) const {
+  for (const auto& arena : arenas_) {
+    if (!arena->Contains(addr)) continue;
+    const Block* b = arena->BlockContaining(addr);
+    if (b == nullptr || b->state != BlockState::kAllocated) return nullptr;
+    return live_.Find(b->addr) != nullptr ? b : nullptr;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
+    const void* ptr, bool release_on_free) {
+  MutexLock lock(&mu_);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  const Block* block = LiveBlockContaining(addr);
+  if (block == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree ipc: %p is not inside a live fragfree allocation on device "
+        "%d",
+        ptr, device_));
+  }
+  if (ipc_ != nullptr) {
+    auto b = ipc_->blocks.find(block->addr);
+    if (b != ipc_->blocks.end() && b->second.producer_freed) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "fragfree ipc: %p was freed (its memory is only kept for the "
+          "processes that opened it): it cannot be exported again",
+          ptr));
+    }
+  }
+  if (!backend_->CanExport()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree ipc: the %s backend cannot share pages with other "
+        "processes",
+        backend_->Name()));
+  }
+  if (ipc_ == nullptr) {
+    ipc_.reset(new IpcState(backend_.get()));
+  }
+  if (ipc_->leases == nullptr) {
+    absl::StatusOr<std::unique_ptr<LeaseTable>> t = LeaseTable::Create();
+    if (!t.ok()) return t.status();
+    ipc_->leases = std::move(*t);
+  }
+  IpcHandle h;
+  h.pid = getpid();
+  h.page_size = page_size_;
+  h.producer_start_time = SelfStartTime();
+  h.device = device_;
+  h.block_offset = block->addr - block->arena->PageStart(block->addr);
+  h.block_size = block->size;
+  h.lease_fd = ipc_->leases->fd();
+  h.lease_bytes = ipc_->leases->bytes();
+  PageList pages;
+  block->arena->PagesUnder(block->addr, block->size, &pages);
+  for (PageId page : pages) {
+    if (page == kNoPage) {
+      return absl::InternalError(
+          "fragfree ipc: a live block lies over an unmapped page");
+    }
+    absl::StatusOr<SharedPage> shared = backend_->Export(pages_.handle(page));
+    if (!shared.ok()) return shared.status();
+    h.pages.push_back({shared->fd, shared->offset});
+  }
+  IpcState::Exported& exported = ipc_->blocks[block->addr];
+  uint64_t id = 0;
+  if (release_on_free) {
+    for (uint64_t e : exported.exports) {
+      const IpcState::Export& rec = ipc_->exports.at(e);
+      if (rec.release_on_free && !rec.released) id = e;
+    }
+  }
+  if (id == 0) {
+    id = NextIpcExportId();
+    absl::StatusOr<uint32_t> slot = ipc_->leases->Acquire(id);
+    if (!slot.ok()) {
+      if (exported.exports.empty()) ipc_->blocks.erase(block->addr);
+      return slot.status();
+    }
+    ipc_->exports[id] =
+        IpcState::Export{block->addr, *slot, false, release_on_free};
+    exported.exports.push_back(id);
+  }
+  h.export_id = id;
+  h.lease_slot = ipc_->exports.at(id).slot;
+  IpcExport out;
+  out.id = id;
+  out.block = block->addr;
+  out.block_size = block->size;
+  out.first_page = block->arena->PageStart(block->addr);
+  out.handle = EncodeIpcHandle(h);
+  return out;
+}
+
+absl::StatusOr<bool> DeviceAllocator::IpcDeferFree(uintptr_t addr) {
+  auto it = ipc_->blocks.find(addr);
+  if (it == ipc_->blocks.end()) return false;
+  if (it->second.producer_freed) {
+    ++stats_.invalid_frees;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "free of %#x: already freed (double free); its memory is only kept "
+        "for the processes that opened its IPC export",
+        addr));
+  }
+  it->second.producer_freed = true;
+  for (uint64_t id : it->second.exports) {
+    IpcState::Export& e = ipc_->exports.at(id);
+    if (e.release_on_free && !e.released) {
+      ipc_->leases->StopAccepting(e.slot);
+      e.released = true;
+    }
+  }
+  if (!Freeable(*ipc_, it->second)) return true;
+  DropRecords(*ipc_, addr);
+  return false;
+}
+
+void DeviceAllocator::IpcCollectFreeable(MetadataVector<uintptr_t>* out) {
+  if (ipc_ == nullptr) return;
+  for (const auto& [addr, b] : ipc_->blocks) {
+    if (Freeable(*ipc_, b)) out->push_back(addr);
+  }
+  for (uintptr_t addr : *out) DropRecords(*ipc_, addr);
+}
+
+absl::Status DeviceAllocator::IpcRelease(uint64_t id) {
+  MetadataVector<uintptr_t> freeable;
+  {
+    MutexLock lock(&mu_);
+    auto it = ipc_ == nullptr ? decltype(ipc_->exports)::iterator()
+                              : ipc_->exports.find(id);
+    if (ipc_ == nullptr || it == ipc_->exports.end()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "fragfree ipc: no export %d on device %d (its block was freed after "
+          "every holder let go, or it was never made)",
+          id, device_));
+    }
+    if (it->second.released) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("fragfree ipc: export %d was already released", id));
+    }
+    ipc_->leases->StopAccepting(it->second.slot);
+    it->second.released = true;
+    IpcCollectFreeable(&freeable);
+  }
+  // Their records are gone, so these are ordinary frees now.
+  absl::Status status;
+  for (uintptr_t addr : freeable) {
+    status.Update(Free(reinterpret_cast<void*>(addr)));
+  }
+  return status;
+}
+
+absl::Status DeviceAllocator::IpcSweep() {
+  MetadataVector<uintptr_t> freeable;
+  {
+    MutexLock lock(&mu_);
+    IpcCollectFreeable(&freeable);
+  }
+  absl::Status status;
+  for (uintptr_t addr : freeable) {
+    status.Update(Free(reinterpret_cast<void*>(addr)));
+  }
+  return status;
+}
+
+size_t DeviceAllocator::IpcLiveExports() const {
+  MutexLock lock(&mu_);
+  return ipc_ == nullptr ? 0 : ipc_->exports.size();
+}
+
+absl::StatusOr<DeviceAllocator::IpcMapping> DeviceAllocator::IpcOpen(
+    std::string_view bytes) {
+  absl::StatusOr<IpcHandle> decoded = DecodeIpcHandle(bytes);
+  if (!decoded.ok()) return decoded.status();
+  const IpcHandle& h = *decoded;
+  if (h.has_trailer && h.device != device_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree ipc: the handle is for device %d, not device %d", h.device,
+        device_));
+  }
+  if (h.page_size % page_size_ != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree ipc: the handle's pages (%d bytes) are not a multiple of "
+        "this device's granularity (%d)",
+        h.page_size, page_size_));
+  }
+  const int pidfd = int(syscall(SYS_pidfd_open, h.pid, 0));
+  if (pidfd < 0) {
+    if (errno == ENOSYS) {
+      return absl::UnimplementedError(
+          "fragfree ipc: this kernel has no pidfd_open (Linux 5.6 or newer is "
+          "needed to share memory between processes)");
+    }
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree ipc: the producer process %d is gone (pidfd_open: %s)",
+        int(h.pid), strerror(errno)));
+  }
+  // The pidfd pins the process: if its start time matches now, the
+  // descriptors below are the producer's, not a later process's with its pid.
+  if (h.has_trailer && ProcessStartTime(h.pid) != h.producer_start_time) {
+    close(pidfd);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "fragfree ipc: the producer process %d is gone", int(h.pid)));
+  }
+  std::unique_ptr<LeaseClaim> claim;
+  if (h.has_trailer) {
+    absl::StatusOr<int> lease_fd = PidfdGetfd(pidfd, h.pid, h.lease_fd);
+    if (!lease_fd.ok()) {
+      close(pidfd);
+      return lease_fd.status();
+    }
+    absl::StatusOr<std::unique_ptr<LeaseClaim>> c =
+        LeaseClaim::Claim(*lease_fd, h.lease_bytes, h.lease_slot, h.export_id);
+    close(*lease_fd);  // the mapping keeps the table
+    if (!c.ok()) {
+      close(pidfd);
+      return c.status();
+    }
+    claim = std::move(*c);
+  }
+  MetadataVector<int> fds;
+  absl::Status status;
+  for (const IpcHandle::Page& p : h.pages) {
+    absl::StatusOr<int> fd = PidfdGetfd(pidfd, h.pid, p.fd);
+    if (!fd.ok()) {
+      status = fd.status();
+      break;
+    }
+    fds.push_back(*fd);
+  }
+  close(pidfd);
+  auto close_fds = [&] {
+    for (int fd : fds) close(fd);
+  };
+  if (!status.ok()) {
+    close_fds();
+    return status;
+  }
+  MutexLock lock(&mu_);
+  IpcState::Import im;
+  im.page_size = h.page_size;
+  im.mapped = h.page_size * h.pages.size();
+  for (size_t i = 0; i < fds.size() && status.ok(); ++i) {
+    absl::StatusOr<PhysHandle> handle =
+        backend_->Import(fds[i], h.pages[i].offset, h.page_size);
+    if (handle.ok()) {
+      im.handles.push_back(*handle);
+    } else {
+      status = handle.status();
+    }
+  }
+  close_fds();  // an imported handle keeps what it needs
+  size_t mapped = 0;
+  if (status.ok()) {
+    absl::StatusOr<uintptr_t> va = backend_->ReserveVa(im.mapped);
+    if (va.ok()) {
+      im.base = *va;
+    } else {
+      status = va.status();
+    }
+  }
+  for (; status.ok() && mapped < im.handles.size(); ++mapped) {
+    status = backend_->Map(im.base + mapped * h.page_size, h.page_size,
+                           im.handles[mapped]);
+    if (!status.ok()) break;
+  }
+  if (status.ok()) status = backend_->SetAccess(im.base, im.mapped);
+  if (!status.ok()) {  // undo: nothing of the handle stays mapped here
+    for (size_t i = 0; i < mapped; ++i) {
+      backend_->Unmap(im.base + i * h.page_size, h.page_size).IgnoreError();
+    }
+    for (PhysHandle handle : im.handles) {
+      backend_->Release(handle).IgnoreError();
+    }
+    if (im.base != 0) backend_->ReleaseVa(im.base, im.mapped).IgnoreError();
+    return status;
+  }
+  im.ptr = im.base + h.block_offset;
+  im.size = h.block_size;
+  im.claim = std::move(claim);
+  if (ipc_ == nullptr) ipc_.reset(new IpcState(backend_.get()));
+  IpcMapping out{im.ptr, im.size, im.base, im.mapped};
+  ipc_->imports.emplace(im.base, std::move(im));
+  return out;
+}
+
+absl::Status DeviceAllocator::IpcClose(const void* ptr) {
+  MutexLock lock(&mu_);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  auto it = ipc_ == nullptr ? decltype(ipc_->imports)::iterator()
+                            : ipc_->imports.upper_bound(addr);
+  if (ipc_ == nullptr || it == ipc_->imports.begin() ||
+      addr >= std::prev(it)->first + std::prev(it)->second.mapped) {
+    return absl::NotFoundError(absl::StrFormat(
+        "fragfree ipc: %p is not in a block opened on device %d (closed "
+        "twice?)",
+        ptr, device_));
+  }
+  --it;
+  IpcState::Import& im = it->second;
+  absl::Status status;
+  for (size_t i = 0; i < im.handles.size(); ++i) {
+    status.Update(backend_->Unmap(im.base + i * im.page_size, im.page_size));
+    status.Update(backend_->Release(im.handles[i]));
+  }
+  status.Update(backend_->ReleaseVa(im.base, im.mapped));
+  ipc_->imports.erase(it);  // drops the lease claim
+  return status;
+}
+
+absl::StatusOr<std::pair<uintptr_t, size_t>> DeviceAllocator::AddressRange(
+    const void* ptr) const {
+  MutexLock lock(&mu_);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  if (const Block* b = LiveBlockContaining(addr)) {
+    return std::make_pair(b->addr, b->size);
+  }
+  if (ipc_ != nullptr) {
+    auto it = ipc_->imports.upper_bound(addr);
+    if (it != ipc_->imports.begin()) {
+      const IpcState::Import& im = std::prev(it)->second;
+      if (addr >= im.ptr && addr < im.ptr + im.size) {
+        return std::make_pair(im.ptr, im.size);
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "%p is not inside memory fragfree handed out on device %d", ptr,
+      device_));
+}
+
+}  // namespace fragfree
