@@ -36,6 +36,7 @@ import warnings as _warnings
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import _buckets, _stats
+from ._address import address_range
 from ._buckets import BucketCollate, pad_to_bucket
 from ._config import format_conf
 from ._config import merge_conf as _merge_conf
@@ -51,6 +52,7 @@ from ._library import Library, find_library
 from ._library import load_library as _load_library
 from ._state import LOCK as _LOCK
 from ._state import STATE as _STATE
+from ._sleep import SleepOutOfMemoryError, pause, paused, region, resume
 from ._torch_patch import translate_oom
 
 if _TYPE_CHECKING:  # annotations only (they are never evaluated at run time)
@@ -80,6 +82,12 @@ __all__ = [
     "BucketCollate",
     "format_conf",
     "translate_oom",
+    "region",
+    "pause",
+    "resume",
+    "paused",
+    "address_range",
+    "SleepOutOfMemoryError",
     "FragfreeError",
     "FragfreeValueError",
     "ConfigError",

@@ -172,6 +172,10 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "ff_pause": (_status, [ctypes.POINTER(_c_char_p), _c_int, _c_int]),
     "ff_resume": (_status, [ctypes.POINTER(_c_char_p), _c_int]),
     "ff_paused_json": (_c_size, [_c_int, _c_char_p, _c_size]),
+    # The whole block around a pointer (docs/ipc.md, "Address ranges").
+    "ff_get_address_range": (
+        _status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_c_size)]
+    ),
 }
 
 # The entry points PyTorch's CUDAPluggableAllocator needs, by hook name.
