@@ -16,6 +16,16 @@ find_package(Threads REQUIRED)
 # fails with "recompile with -fPIC".
 # Without the static build (OFF, or the source is missing) fragfree links
 # Debian's shared abseil as before, and libfragfree.so needs its ~30 .so files.
+# _ff_absl_targets(DIR OUT): every target defined under the build directory DIR.
+function(_ff_absl_targets dir out)
+  get_property(_targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(_subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(_sub IN LISTS _subdirs)
+    _ff_absl_targets("${_sub}" _more)
+    list(APPEND _targets ${_more})
+  endforeach()
+  set(${out} ${_targets} PARENT_SCOPE)
+endfunction()
 set(FRAGFREE_ABSEIL_SOURCE_DIR "" CACHE PATH
     "abseil's source tree for FRAGFREE_STATIC_ABSEIL (default: the one scripts/deps.sh unpacked)")
 set(FRAGFREE_ABSEIL_STATIC_BUILT OFF)
@@ -47,6 +57,36 @@ if(FRAGFREE_STATIC_ABSEIL)
     unset(CMAKE_CXX_VISIBILITY_PRESET)
     unset(CMAKE_VISIBILITY_INLINES_HIDDEN)
     set(FRAGFREE_ABSEIL_STATIC_BUILT ON)
+    # fragfree compiles against the installed headers (/usr/include/absl, as with
+    # the shared abseil, so its compile commands do not change) when they are
+    # the same files as the source's: the same Debian version and patches.
+    # Checked here, header by header; otherwise the source's headers are used.
+    set(_ff_absl_same_headers OFF)
+    if(EXISTS /usr/include/absl/base/config.h)
+      set(_ff_absl_same_headers ON)
+      file(GLOB_RECURSE _ff_absl_headers RELATIVE "${_ff_absl_src}/absl"
+           "${_ff_absl_src}/absl/*.h" "${_ff_absl_src}/absl/*.inc")
+      foreach(_ff_header IN LISTS _ff_absl_headers)
+        if(NOT EXISTS "/usr/include/absl/${_ff_header}")
+          continue()  # tests' headers, not installed
+        endif()
+        file(SHA1 "${_ff_absl_src}/absl/${_ff_header}" _ff_a)
+        file(SHA1 "/usr/include/absl/${_ff_header}" _ff_b)
+        if(NOT _ff_a STREQUAL _ff_b)
+          set(_ff_absl_same_headers OFF)
+          message(STATUS "fragfree: /usr/include/absl/${_ff_header} differs from the source's: "
+                         "compiling against the source's headers")
+          break()
+        endif()
+      endforeach()
+    endif()
+    if(_ff_absl_same_headers)
+      _ff_absl_targets("${CMAKE_BINARY_DIR}/_deps/abseil" _ff_absl_built)
+      foreach(_ff_target IN LISTS _ff_absl_built)
+        set_property(TARGET ${_ff_target} PROPERTY INTERFACE_INCLUDE_DIRECTORIES "")
+        set_property(TARGET ${_ff_target} PROPERTY INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "")
+      endforeach()
+    endif()
     message(STATUS "fragfree: abseil built statically (PIC) from ${_ff_absl_src}")
   else()
     message(WARNING "fragfree: FRAGFREE_STATIC_ABSEIL is ON but abseil's source was not found "

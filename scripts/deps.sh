@@ -8,7 +8,7 @@
 ff_install_deps() {
   local pkgs=(cmake ninja-build g++ libabsl-dev libgtest-dev libgmock-dev
               libbenchmark-dev zlib1g-dev python3 python3-pytest python3-venv
-              dpkg-dev pkg-config "$@")
+              python3-setuptools python3-wheel dpkg-dev pkg-config "$@")
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

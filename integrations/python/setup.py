@@ -9,7 +9,8 @@ package:
   compiling), else built here with CMake from the repository around this
   file: tests, benchmarks and the replay tool off, target ``fragfree`` only,
   in FRAGFREE_CMAKE_BUILD_DIR (default <repo>/build-python, kept, so a second
-  install only relinks). Extra CMake arguments: FRAGFREE_CMAKE_ARGS.
+  install only relinks). Extra CMake arguments: FRAGFREE_CMAKE_ARGS. The
+  packaged copy has its debug info stripped.
 * ``fragfree/_native_adapter.so`` and ``_native_adapter.json`` (the torch
   version, CUDA version, Python ABI and source digest it was built for), when
   torch is importable at install time: the C++ adapter of native mode, built
@@ -64,7 +65,9 @@ def _cmake_library() -> Path:
     build_dir = Path(os.environ.get("FRAGFREE_CMAKE_BUILD_DIR") or REPO / "build-python")
     args = [
         cmake, "-S", str(REPO), "-B", str(build_dir),
-        "-DCMAKE_BUILD_TYPE=Release",
+        # RelWithDebInfo, as the developers' build/: ccache then reuses its objects
+        # (the debug info is stripped from the packaged copy).
+        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
         "-DFRAGFREE_BUILD_TESTS=OFF",
         "-DFRAGFREE_BUILD_BENCHMARKS=OFF",
         "-DFRAGFREE_BUILD_REPLAY=OFF",
@@ -135,6 +138,9 @@ def _target_python_env() -> dict[str, str]:
     source tree's fragfree importable."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
     env["PYTHONPATH"] = str(HERE)
+    # cpp_extension asks the GPU for its architecture even for .cpp sources
+    # (which do not use it) and fails on a machine without one.
+    env.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     return env
 
 
@@ -177,7 +183,11 @@ class BuildPyWithNative(build_py):
         package_dir = Path(self.build_lib) / "fragfree"
         package_dir.mkdir(parents=True, exist_ok=True)
         lib = _library()
-        shutil.copy2(lib, package_dir / "libfragfree.so")
+        target = package_dir / "libfragfree.so"
+        shutil.copy2(lib, target)
+        strip = shutil.which("strip")
+        if strip:  # the debug info only: symbols and exports stay
+            subprocess.run([strip, "--strip-debug", str(target)], check=False)
         _say(f"packaged {lib} as fragfree/libfragfree.so")
         _build_adapter(package_dir)
 

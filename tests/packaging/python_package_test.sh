@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package carries libfragfree.so: in a fresh venv (no network:
-# --no-index, --no-build-isolation, the venv's own setuptools), `pip wheel`
+# --no-index, --no-build-isolation, with Debian's setuptools and wheel through
+# --system-site-packages: python3-setuptools, python3-wheel), `pip wheel`
 # of integrations/python with FRAGFREE_PREBUILT_LIBRARY gives a platform wheel
 # holding fragfree/libfragfree.so; installed, `import fragfree` finds that
 # copy with no FRAGFREE_LIBRARY, from a folder outside the repository, and
@@ -12,9 +13,10 @@ py=$1 lib=$2 src=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$py" -m venv "$tmp/venv" || fail "$py -m venv (python3-venv installed?)"
+"$py" -m venv --system-site-packages "$tmp/venv" || fail "$py -m venv (python3-venv installed?)"
 vpy=$tmp/venv/bin/python
-"$vpy" -c "import setuptools" 2>/dev/null || fail "the venv has no setuptools"
+"$vpy" -c "import setuptools, wheel" 2>/dev/null ||
+  fail "no setuptools or wheel for $py (scripts/deps.sh installs python3-setuptools, python3-wheel)"
 # A copy of the package source: the build writes build/ and *.egg-info there.
 cp -r "$src" "$tmp/src"
 rm -rf "$tmp/src/build" "$tmp/src"/*.egg-info "$tmp/src/fragfree/libfragfree.so"
