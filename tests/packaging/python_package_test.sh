@@ -9,7 +9,7 @@
 # the prebuilt one is the same step with the variable unset; see README.)
 # Usage: python_package_test.sh PYTHON LIBFRAGFREE PACKAGE_SRC
 set -euo pipefail
-py=$1 lib=$2 src=$3
+py=$1 lib=$(realpath "$2") src=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

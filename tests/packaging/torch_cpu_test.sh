@@ -5,7 +5,7 @@
 # "skipped: torch not installable (...)" and exits 77 (ctest: skipped).
 # Usage: torch_cpu_test.sh LIBFRAGFREE
 set -uo pipefail
-lib=$1
+lib=$(realpath "$1")
 venv=${FRAGFREE_TORCH_VENV:-$HOME/.cache/fragfree/venv-torch}
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ ! -x "$venv/bin/python" || ! -f "$venv/.fragfree-ok" ]]; then
