@@ -18,8 +18,9 @@ jem=$("$nm_tool" "$lib" 2>/dev/null | awk 'NF{print $NF}' | grep -E '^(ffje_|je_
 defined=$("$nm_tool" --defined-only "$lib" 2>/dev/null | awk 'NF{print $NF}' |
   grep -E "$alloc_re" || true)
 [[ -z "$defined" ]] || fail "libfragfree.so defines: $defined"
-if readelf -d "$lib" | grep -q STATIC_TLS; then fail "libfragfree.so needs static TLS"; fi
-if readelf -d "$lib" | grep -q jemalloc; then fail "libfragfree.so depends on a jemalloc"; fi
+dynamic=$(readelf -d "$lib")
+if grep -q STATIC_TLS <<<"$dynamic"; then fail "libfragfree.so needs static TLS"; fi
+if grep -q jemalloc <<<"$dynamic"; then fail "libfragfree.so depends on a jemalloc"; fi
 echo "libfragfree.so ok: no jemalloc, no allocation function, no static TLS"
 
 py=/usr/bin/python3

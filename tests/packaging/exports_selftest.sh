@@ -8,7 +8,8 @@ set -uo pipefail
 nm_tool=$1 check=$2 leaky=$3 lib=$4
 dir=$(cd "$(dirname "$check")" && pwd)
 expected=("$dir/expected_exports.txt")
-if "$nm_tool" -D --defined-only "$lib" | grep -q ' cudaMalloc$'; then
+exports=$("$nm_tool" -D --defined-only "$lib")
+if grep -q ' cudaMalloc$' <<<"$exports"; then
   expected+=("$dir/expected_exports_cuda.txt")
 fi
 out=$(bash "$check" "$nm_tool" "$leaky" "${expected[@]}" 2>&1)

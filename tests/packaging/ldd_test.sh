@@ -16,8 +16,9 @@ deps=$(ldd "$lib" | awk '{print $1}')
 for d in $deps; do
   [[ "$d" =~ $allowed ]] || { echo "FAIL: ldd lists $d"; fail=1; }
 done
-if ldd "$lib" | grep -q "not found"; then
-  echo "FAIL: unresolved: $(ldd "$lib" | grep 'not found')"
+resolved=$(ldd "$lib")
+if grep -q "not found" <<<"$resolved"; then
+  echo "FAIL: unresolved: $(grep 'not found' <<<"$resolved")"
   fail=1
 fi
 if ((fail)); then

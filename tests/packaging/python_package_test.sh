@@ -26,8 +26,8 @@ FRAGFREE_PREBUILT_LIBRARY=$lib FRAGFREE_BUILD_NATIVE_ADAPTER=0 \
 wheel=$(ls "$tmp"/dist/fragfree-*.whl)
 echo "wheel: $(basename "$wheel")"
 [[ "$wheel" != *-none-any.whl ]] || fail "the wheel is tagged pure Python"
-"$vpy" -m zipfile -l "$wheel" | grep -q "fragfree/libfragfree.so" ||
-  fail "the wheel has no fragfree/libfragfree.so"
+listing=$("$vpy" -m zipfile -l "$wheel") || fail "cannot list $wheel"
+grep -q "fragfree/libfragfree.so" <<<"$listing" || fail "the wheel has no fragfree/libfragfree.so"
 "$vpy" -m pip install -q --no-index --no-deps "$wheel" >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log"; fail "pip install of the wheel"; }
 cd "$tmp"
