@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs fragfree's build and test dependencies from Debian packages when they
-# are missing (sourced by setup_and_run.sh, test.sh and sanitizers.sh), and
-# unpacks the source of Debian's abseil (ff_abseil_source), which the build
-# compiles position-independent to link it into libfragfree.so
-# (cmake/FragfreeDeps.cmake). Nothing else is downloaded here.
+# are missing (sourced by setup_and_run.sh, test.sh and sanitizers.sh), unpacks
+# the source of Debian's abseil (ff_abseil_source), which the build compiles
+# position-independent to link it into libfragfree.so (cmake/FragfreeDeps.cmake),
+# and, for test.sh, makes a cached venv with a real torch from PyPI
+# (ff_torch_venv). Nothing else is downloaded.
 # ff_install_deps [PACKAGE...]: the common packages and the ones named.
 ff_install_deps() {
   local pkgs=(cmake ninja-build g++ libabsl-dev libgtest-dev libgmock-dev
