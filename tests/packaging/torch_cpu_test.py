@@ -11,7 +11,11 @@ break without a GPU:
 * statistics formatting: torch's own memory_summary() renders fragfree's
   statistics (patched memory_stats) without a missing key;
 * snapshots: torch.cuda._memory_viz's segment_plot and trace_plot turn a
-  fragfree snapshot (dict, and the pickle _dump_snapshot writes) into HTML.
+  fragfree snapshot (dict, and the pickle _dump_snapshot writes) into HTML;
+* the native adapter's prebuilt-or-compile choice (fragfree._native): a
+  prebuilt adapter recorded for another torch is refused naming both versions,
+  one that does not load falls back (compiling it needs a GPU-less build of the
+  adapter: covered by tests/packaging/gpu_python_package.sh on the GPU machine).
 The library runs on its host backend (FRAGFREE_CONF=backend:host).
 """
 
@@ -145,3 +149,49 @@ def test_memory_viz_reads_the_dumped_pickle(lib, tmp_path, cuda_initialized):
     assert "<html" in _memory_viz.trace_plot(snap).lower()
     # torch's own text views of a snapshot
     assert _memory_viz.segsum(snap)
+
+
+def _package_copy(tmp_path, name, adapter_meta, adapter_bytes=b"not an ELF file"):
+    """A copy of the fragfree package with a prebuilt adapter (file and
+    metadata) in it, imported as ``name`` so that the real package is
+    untouched."""
+    import importlib
+    import json
+    import shutil
+
+    root = tmp_path / "pkgcopy"
+    shutil.copytree(REPO / "integrations" / "python" / "fragfree", root / name)
+    (root / name / "_native_adapter.so").write_bytes(adapter_bytes)
+    (root / name / "_native_adapter.json").write_text(json.dumps(adapter_meta))
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(f"{name}._native")
+    finally:
+        sys.path.remove(str(root))
+
+
+def test_prebuilt_adapter_for_another_torch_is_refused(tmp_path, capsys):
+    from fragfree import _native
+
+    meta = dict(_native.adapter_metadata(torch), torch="2.10.0+cu128", cuda="12.8")
+    native = _package_copy(tmp_path, "fragfree_other_torch", meta)
+    assert native.load_prebuilt_adapter(torch) is None
+    err = capsys.readouterr().err
+    assert "built for torch 2.10.0+cu128 (CUDA 12.8)" in err, err
+    assert f"this is torch {torch.__version__} (CUDA {torch.version.cuda})" in err, err
+
+
+def test_prebuilt_adapter_that_does_not_load_falls_back(tmp_path, capsys):
+    from fragfree import _native
+
+    native = _package_copy(tmp_path, "fragfree_bad_adapter", _native.adapter_metadata(torch))
+    assert native.load_prebuilt_adapter(torch) is None
+    assert "does not load" in capsys.readouterr().err
+
+
+def test_no_prebuilt_adapter_is_quiet(capsys):
+    from fragfree import _native
+
+    if _native._prebuilt_path() is None:
+        assert _native.load_prebuilt_adapter(torch) is None
+        assert capsys.readouterr().err == ""
