@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU machine needs into .carry/gpu (git-ignored): the test and
 # benchmark binaries, libfragfree.so and the shared libraries they need that the
-# GPU machine lacks (abseil, Google Benchmark), found with ldd.
+# GPU machine lacks (Google Benchmark, GoogleTest; abseil only for a build with
+# FRAGFREE_STATIC_ABSEIL=OFF: libfragfree.so itself needs none), found with ldd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build}"

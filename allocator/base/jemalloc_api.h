@@ -1,11 +1,11 @@
-/* The interface between fragfree and its private copy of jemalloc
- * (libff_jemalloc.so, built from Debian's libjemalloc_pic.a with every
- * public name renamed to ffje_*; docs/host.md explains why it is a separate
- * shared object). The companion exports one symbol, ff_jemalloc_api(), that
- * returns this table; fragfree finds it with dlsym/dlopen at run time, so no
- * jemalloc symbol is ever linked into libfragfree.so or a program.
- * Thread-safety: the table is immutable; every function is jemalloc's, and
- * thread-safe. */
+/* A remnant: the table fragfree's private jemalloc companion
+ * (libff_jemalloc.so) used to export. The companion was removed (docs/host.md,
+ * "Why the mmap arena, and no jemalloc"): metadata is always on fragfree's mmap
+ * arena and nothing provides ff_jemalloc_api any more, so
+ * MetadataArena::jemalloc() is always nullptr and the preload layer's
+ * dlsym(FF_JEMALLOC_API_SYMBOL) always fails. Kept only because
+ * metadata_arena.h and shim/preload.cc still name it; delete it with those
+ * references. */
 #ifndef FRAGFREE_ALLOCATOR_BASE_JEMALLOC_API_H_
 #define FRAGFREE_ALLOCATOR_BASE_JEMALLOC_API_H_
 
