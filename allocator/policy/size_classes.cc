@@ -12,14 +12,6 @@ size_t SizeRounding::DivisionIndex(size_t size) {
   return std::min<size_t>(index, 15);
 }
 
-size_t SizeRounding::RoundUpPower2Division(size_t size, size_t divisions) {
-  if (IsPowerOfTwo(size)) return size;
-  size_t floor = size_t{1} << Log2Floor(size);
-  size_t step = floor >> Log2Floor(divisions);
-  if (step == 0) return floor * 2;
-  return AlignUp(size, step);
-}
-
 bool SizeRounding::IsPlain(const RoundingConfig& config) {
   if (!config.buckets.empty()) return false;
   for (size_t d : config.divisions) {

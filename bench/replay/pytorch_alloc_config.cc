@@ -9,35 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "allocator/base/config_tokens.h"
+#include "allocator/base/units.h"
 #include "bench/replay/csv_fields.h"
 
 namespace fragfree::replay {
 namespace {
-
-bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-int Log2Floor(uint64_t v) { return 63 - __builtin_clzll(v); }
-
-// PyTorch's ConfigTokenizer: ',' ':' '[' ']' are tokens, blanks separate words.
-std::vector<std::string> Tokenize(std::string_view conf) {
-  std::vector<std::string> tokens;
-  std::string word;
-  auto flush = [&] {
-    if (!word.empty()) tokens.push_back(std::move(word));
-    word.clear();
-  };
-  for (char c : conf) {
-    if (c == ',' || c == ':' || c == '[' || c == ']') {
-      flush();
-      tokens.emplace_back(1, c);
-    } else if (c == ' ' || c == '\t' || c == '\n') {
-      flush();
-    } else {
-      word.push_back(c);
-    }
-  }
-  flush();
-  return tokens;
-}
 
 absl::Status Bad(std::string_view what) {
   return absl::InvalidArgumentError(
@@ -71,7 +48,7 @@ bool IsIgnoredKey(std::string_view key) {
 absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(
     std::string_view conf) {
   PytorchAllocConfig config;
-  const std::vector<std::string> t = Tokenize(conf);
+  const std::vector<std::string> t = TokenizeConfig(conf);
   uint64_t max_split_mb = 0;
   bool non_split_rounding_set = false;
   size_t i = 0;
@@ -175,15 +152,6 @@ absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(
     config.max_split_size = max_split_mb * kMiB;
   }
   return config;
-}
-
-uint64_t RoundUpPower2Division(uint64_t size, uint64_t divisions) {
-  if (IsPowerOfTwo(size)) return size;
-  const uint64_t floor = uint64_t{1} << Log2Floor(size);
-  const uint64_t step = floor >> Log2Floor(divisions);
-  if (step == 0) return floor << 1;
-  const uint64_t rounded_down = size & ~(step - 1);
-  return rounded_down == size ? size : rounded_down + step;
 }
 
 uint64_t RoundSize(uint64_t size, const PytorchAllocConfig& config) {

@@ -43,8 +43,8 @@ absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(std::string_view conf);
 
 // round_size(): the block size that serves a request.
 uint64_t RoundSize(uint64_t size, const PytorchAllocConfig& config);
-// roundup_power2_next_division(): 1200 with 4 divisions -> 1280.
-uint64_t RoundUpPower2Division(uint64_t size, uint64_t divisions);
+// roundup_power2_next_division() is fragfree::RoundUpPower2Division
+// (allocator/base/units.h).
 // get_allocation_size(): the segment cudaMalloc'd for a (rounded) request.
 uint64_t AllocationSize(uint64_t rounded, const PytorchAllocConfig& config);
 // Whether a (rounded) request belongs to the small pool.
