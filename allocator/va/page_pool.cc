@@ -40,7 +40,6 @@ absl::Status PagePool::CreatePage(PageId* page) {
     handles_.push_back(*handle);
   }
   ++created_;
-  ++total_created_;
   *page = id;
   return absl::OkStatus();
 }
