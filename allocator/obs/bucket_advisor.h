@@ -2,9 +2,9 @@
 // buckets that minimise padding (bytes rounded up), the padding of PyTorch's
 // default rounding and of roundup_power2_divisions:4 for comparison, and the
 // FRAGFREE_CONF string (`round_buckets:[...]`) that applies them. The same
-// optimisation on sequence lengths gives a data loader's length buckets (the
-// seed's "pad variable-length batches to a few fixed lengths"). DESIGN.md,
-// "Size bucketing"; docs/oom.md has the method.
+// optimisation on sequence lengths gives a data loader's length buckets (pad
+// variable-length batches to a few fixed lengths). docs/oom.md, "Bucket
+// advisor", has the method.
 //
 // Method: sizes are first rounded up to 512-byte multiples (a bucket must be
 // one: options.cc), so every candidate bucket is an observed rounded size. The

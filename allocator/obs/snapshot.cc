@@ -66,7 +66,7 @@ class Nesting {
 };
 
 // Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler accepts
-// (reference/pytorch_allocator.md §2): PROTO, EMPTY_DICT/LIST, MARK, APPENDS,
+// (torch/utils/viz/MemoryViz.js's unpickler): PROTO, EMPTY_DICT/LIST, MARK, APPENDS,
 // SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE, NEWTRUE/NEWFALSE,
 // STOP. No memo, so it also opens in Python's pickle.load.
 class PickleWriter {

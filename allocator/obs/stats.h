@@ -1,9 +1,10 @@
 // DeviceStats: every counter fragfree keeps for one device, under PyTorch's key
-// names where the meaning matches (torch.cuda.memory_stats(): §5 of
-// reference/pytorch_allocator.md), plus fragfree's own. The field lists are
-// X-macros so the struct, the JSON writer and the Python dict come from one
-// list. Key meanings for fragfree are in docs/stats.md. Thread-safety: plain
-// data; the DeviceAllocator updates it under its lock and hands out copies.
+// names where the meaning matches (torch.cuda.memory_stats(), as
+// DeviceStats in c10/core/CachingDeviceAllocator.h names them), plus fragfree's
+// own. The field lists are X-macros so the struct, the JSON writer and the
+// Python dict come from one list. Key meanings for fragfree are in
+// docs/stats.md. Thread-safety: plain data; the DeviceAllocator updates it
+// under its lock and hands out copies.
 #ifndef FRAGFREE_ALLOCATOR_OBS_STATS_H_
 #define FRAGFREE_ALLOCATOR_OBS_STATS_H_
 
@@ -66,14 +67,14 @@ struct DeviceStats {
   void ResetAccumulated();
 };
 
-// Fragmentation figures with the field's definitions (DESIGN.md,
-// docs/stats.md).
+// Fragmentation figures; each field's definition is in docs/stats.md.
 struct Fragmentation {
   double u_alloc = 1.0;     // peak allocated / peak reserved (STAlloc)
   double u_active = 1.0;    // peak active / peak reserved (GMLake)
   int64_t waste_bytes = 0;  // peak reserved - peak allocated
   double external = 0.0;  // 1 - largest free / total free (mapped free memory)
-  double gap_now = 0.0;   // 1 - allocated / reserved, now (the seed's 20% rule)
+  // 1 - allocated / reserved, now (over 20% is severe: docs/oom.md).
+  double gap_now = 0.0;
 };
 Fragmentation ComputeFragmentation(const DeviceStats& stats);
 

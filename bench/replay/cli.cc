@@ -46,7 +46,7 @@ std::string UsageText() {
       "roundup_power2_divisions:4)\n"
       "  -h, --help           this text\n"
       "\n"
-      "TRACE: action,addr,size,stream,time_us CSV (shared/traces; from a\n"
+      "TRACE: action,addr,size,stream,time_us CSV (data/traces; from a\n"
       "snapshot pickle via bench/replay/snapshot_to_csv.py) or an RMM\n"
       "logging_resource_adaptor CSV; either may be gzip'd.\n");
 }

@@ -1,5 +1,6 @@
 // ExpandablePolicy: a model of PyTorch's allocator with
-// expandable_segments:True (shared/reference/pytorch_allocator.md section 3):
+// expandable_segments:True (ExpandableSegment in
+// c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.11; docs/replay.md):
 // one segment per (stream, pool) reserving 9/8 of device memory in VA; pages of
 // 2 MiB (small pool) or large_segment_size (20 MiB, large pool) mapped on
 // demand, whole pages at a time; best fit ranked by "expandable size" (a block

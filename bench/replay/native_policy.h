@@ -1,6 +1,6 @@
 // NativePolicy: a model of PyTorch's default CUDA caching allocator
-// (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, per
-// shared/reference/pytorch_allocator.md section 4), without expandable
+// (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, PyTorch
+// 2.11; docs/replay.md, "Models"), without expandable
 // segments: round_size, small (<= 1 MiB) and large pools, segments of
 // get_allocation_size() bytes, best fit keyed (stream, size, address) so a
 // block is reused only on its allocation stream, should_split, the oversize

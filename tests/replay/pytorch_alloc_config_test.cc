@@ -19,7 +19,7 @@ TEST(RoundSizeTest, DefaultIs512ByteMultiples) {
 }
 
 TEST(RoundSizeTest, PowerOfTwoDivisions) {
-  EXPECT_EQ(RoundUpPower2Division(1200, 4), 1280u);  // the reference's example
+  EXPECT_EQ(RoundUpPower2Division(1200, 4), 1280u);  // PyTorch's example
   EXPECT_EQ(RoundUpPower2Division(1024, 4), 1024u);  // powers of two unchanged
   EXPECT_EQ(RoundUpPower2Division(3, 4), 4u);        // step 0 -> next power
   PytorchAllocConfig c;

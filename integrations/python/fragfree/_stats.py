@@ -75,7 +75,7 @@ def flatten(nested: Mapping[Any, Any]) -> "collections.OrderedDict[str, Any]":
 
 
 # Every key torch.cuda.memory_summary() indexes directly (a KeyError otherwise),
-# from torch/cuda/memory.py (2.11) and reference/pytorch_allocator.md §5.
+# from torch/cuda/memory.py (2.11).
 def _summary_keys() -> list[str]:
     keys = []
     for group in (
@@ -109,7 +109,7 @@ def format_size(n: float) -> str:
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:
     """fragfree.memory_summary(): allocated/reserved, U_alloc, U_active, waste,
     external fragmentation and the allocated-vs-reserved verdict (a gap over
-    20% is severe; DESIGN.md, Observability)."""
+    20% is severe; docs/stats.md)."""
 
     def g(key: str, default: Any = 0) -> Any:
         return stats.get(key, default)

@@ -1,7 +1,7 @@
 """fragfree.watch(model, optimizer): tells fragfree's OOM report what the program's
 memory is made of.
 
-Owns: measuring the four categories of the seed's OOM method (parameters,
+Owns: measuring the four categories of docs/oom.md's OOM method (parameters,
 gradients, optimizer state, other persistent tensors such as buffers) per CUDA
 device, and detecting the techniques already on (bf16 autocast, gradient
 checkpointing, FlashAttention/SDPA, an 8-bit optimizer, FSDP/ZeRO sharding,
