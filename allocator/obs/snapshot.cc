@@ -1,3 +1,5 @@
+// Snapshot writers (snapshot.h): JSON and pickle from the arena views, streamed
+// through a buffer. Thread-safety: see snapshot.h.
 #include "allocator/obs/snapshot.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Implementation of page_pool.h: creating, idling and releasing page handles
+// within the limit. Thread-safety: see page_pool.h.
 #include "allocator/va/page_pool.h"
 
 #include <algorithm>
