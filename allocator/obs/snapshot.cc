@@ -67,9 +67,9 @@ class Nesting {
   int depth_ = 0;
 };
 
-// Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler accepts
-// (torch/utils/viz/MemoryViz.js's unpickler): PROTO, EMPTY_DICT/LIST, MARK, APPENDS,
-// SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE, NEWTRUE/NEWFALSE,
+// Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler
+// (torch/utils/viz/MemoryViz.js) accepts: PROTO, EMPTY_DICT/LIST, MARK,
+// APPENDS, SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE, NEWTRUE/NEWFALSE,
 // STOP. No memo, so it also opens in Python's pickle.load.
 class PickleWriter {
  public:
