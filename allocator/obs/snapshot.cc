@@ -69,8 +69,8 @@ class Nesting {
 
 // Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler
 // (torch/utils/viz/MemoryViz.js) accepts: PROTO, EMPTY_DICT/LIST, MARK,
-// APPENDS, SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE, NEWTRUE/NEWFALSE,
-// STOP. No memo, so it also opens in Python's pickle.load.
+// APPENDS, SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE,
+// NEWTRUE/NEWFALSE, STOP. No memo, so it also opens in Python's pickle.load.
 class PickleWriter {
  public:
   explicit PickleWriter(Out* out) : out_(*out) {}
