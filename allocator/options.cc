@@ -1,41 +1,28 @@
-// Options::Parse: the FRAGFREE_CONF tokenizer and every key's parser and
-// validation (errors name the key and what was expected). Thread-safety: pure
-// functions.
+// Options::Parse: FRAGFREE_CONF's key table (kKeys: one row per key with its
+// parser, default and documentation), from which Parse, KnownKeys and the
+// README's table (MarkdownTable) all come. Errors name the key and what was
+// expected. Adding a key: a field in options.h, a row here, and the README
+// table (tests/allocator/options_test.cc compares it). Thread-safety: pure
+// functions over a constant table.
 #include "allocator/options.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "allocator/base/config_tokens.h"
 #include "allocator/base/units.h"
 #include "allocator/obs/bucket_advisor.h"
 
 namespace fragfree {
 namespace {
 
-// Splits `conf` into tokens: words, and the single characters , : [ ].
-std::vector<std::string> Tokenize(std::string_view conf) {
-  std::vector<std::string> tokens;
-  std::string word;
-  auto flush = [&] {
-    if (!word.empty()) tokens.push_back(word), word.clear();
-  };
-  for (char c : conf) {
-    if (c == ',' || c == ':' || c == '[' || c == ']') {
-      flush();
-      tokens.push_back(std::string(1, c));
-    } else if (!std::isspace(static_cast<unsigned char>(c))) {
-      word += c;
-    } else {
-      flush();
-    }
-  }
-  flush();
-  return tokens;
-}
+using Tokens = std::vector<std::string>;
+
+// --- Value parsers shared by several keys. ---
 
 absl::Status BadValue(std::string_view key, std::string_view value,
                       std::string_view expected) {
@@ -44,14 +31,19 @@ absl::Status BadValue(std::string_view key, std::string_view value,
                       value, key, expected));
 }
 
+absl::Status NeedsValue(std::string_view key) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "FRAGFREE_CONF: key '%s' needs a value ('%s:<value>')", key, key));
+}
+
 absl::StatusOr<bool> ParseBool(std::string_view key, std::string_view v) {
   if (v == "True" || v == "true" || v == "1") return true;
   if (v == "False" || v == "false" || v == "0") return false;
   return BadValue(key, v, "True or False");
 }
 
+// Plain bytes, or with a K/M/G suffix (binary units).
 absl::StatusOr<size_t> ParseSize(std::string_view key, std::string_view v) {
-  // Plain bytes, or with a K/M/G suffix (binary units).
   size_t multiplier = 1;
   std::string digits(v);
   if (!digits.empty()) {
@@ -76,114 +68,404 @@ absl::StatusOr<uint64_t> ParseUint(std::string_view key, std::string_view v) {
   return n;
 }
 
-// roundup_power2_divisions: N, or [<MB>:<div>,...,>:<div>] (PyTorch semantics).
-absl::Status ParseDivisions(const std::vector<std::string>& t, size_t& i,
-                            RoundingConfig& rounding) {
-  const char* key = "roundup_power2_divisions";
-  auto check = [&](uint64_t d) -> absl::Status {
-    if (d != 0 && !IsPowerOfTwo(d)) {
-      return BadValue(key, std::to_string(d), "a power of two (or 0)");
-    }
+// A whole number in [lo, hi], else `expected`.
+absl::StatusOr<uint64_t> ParseUintIn(std::string_view key, std::string_view v,
+                                     uint64_t lo, uint64_t hi,
+                                     std::string_view expected) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (n.ok() && (*n < lo || *n > hi)) return BadValue(key, v, expected);
+  return n;
+}
+
+// --- One parser per key. A word key's parser gets the key's value (one
+// token, or for paths every token up to the next ','); a list key's parser
+// consumes its tokens from t[i] on. ---
+
+using WordParser = absl::Status (*)(std::string_view key, std::string_view v,
+                                    Options& o);
+using KeyParser = absl::Status (*)(std::string_view key, const Tokens& t,
+                                   size_t& i, Options& o);
+
+// The value of a word key: t[i] must be a word. Paths may contain ':', so a
+// path's value runs to the next ','.
+template <WordParser kParse, bool kPath = false>
+absl::Status Word(std::string_view key, const Tokens& t, size_t& i,
+                  Options& o) {
+  if (i >= t.size() || t[i] == "," || t[i] == "[" || t[i] == "]") {
+    return NeedsValue(key);
+  }
+  std::string value = t[i++];
+  if constexpr (kPath) {
+    while (i < t.size() && t[i] != ",") value += t[i++];
+  }
+  return kParse(key, value, o);
+}
+
+absl::Status SetBackend(std::string_view key, std::string_view v, Options& o) {
+  if (v == "cuda") {
+    o.backend = BackendKind::kCuda;
+  } else if (v == "host") {
+    o.backend = BackendKind::kHost;
+  } else if (v == "simulated") {
+    o.backend = BackendKind::kSimulated;
+  } else {
+    return BadValue(key, v, "cuda, host or simulated");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetHostCapacity(std::string_view key, std::string_view v,
+                             Options& o) {
+  absl::StatusOr<uint64_t> n =
+      ParseUintIn(key, v, 1, UINT64_MAX, "a positive number of MiB");
+  if (n.ok()) o.host_capacity_bytes = *n * kMiB;
+  return n.status();
+}
+
+absl::Status SetHostGranularity(std::string_view key, std::string_view v,
+                                Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (n.ok() && (*n < 4 || !IsPowerOfTwo(*n))) {
+    return BadValue(key, v, "a power of two >= 4 (KiB)");
+  }
+  if (n.ok()) o.host_granularity_bytes = *n * kKiB;
+  return n.status();
+}
+
+absl::Status SetHostDevices(std::string_view key, std::string_view v,
+                            Options& o) {
+  absl::StatusOr<uint64_t> n =
+      ParseUintIn(key, v, 1, 64, "a number of devices from 1 to 64");
+  if (n.ok()) o.host_devices = int(*n);
+  return n.status();
+}
+
+absl::Status SetMemoryFraction(std::string_view key, std::string_view v,
+                               Options& o) {
+  double f = 0;
+  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
+      !(f > 0.0 && f <= 1.0)) {
+    return BadValue(key, v, "a fraction in (0, 1]");
+  }
+  o.memory_fraction = f;
+  return absl::OkStatus();
+}
+
+absl::Status SetMemoryLimit(std::string_view key, std::string_view v,
+                            Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (n.ok()) o.memory_limit_bytes = *n * kMiB;
+  return n.status();
+}
+
+absl::Status SetReclaim(std::string_view key, std::string_view v, Options& o) {
+  if (v == "auto") {
+    o.reclaim_before_grow = Options::Reclaim::kAuto;
     return absl::OkStatus();
-  };
+  }
+  absl::StatusOr<bool> b = ParseBool(key, v);
+  if (!b.ok()) return BadValue(key, v, "True, False or auto");
+  o.reclaim_before_grow =
+      *b ? Options::Reclaim::kAlways : Options::Reclaim::kNever;
+  return absl::OkStatus();
+}
+
+absl::Status SetGrowSlack(std::string_view key, std::string_view v,
+                          Options& o) {
+  double f = 0;
+  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
+      !(f >= 0.0 && f <= 10.0)) {
+    return BadValue(key, v, "a fraction >= 0 (0.03 = 3%)");
+  }
+  o.grow_slack = f;
+  return absl::OkStatus();
+}
+
+absl::Status SetVaFactor(std::string_view key, std::string_view v, Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUintIn(key, v, 1, 64, "1 to 64");
+  if (n.ok()) o.va_factor = *n;
+  return n.status();
+}
+
+absl::Status SetStatsAtExit(std::string_view key, std::string_view v,
+                            Options& o) {
+  absl::StatusOr<bool> b = ParseBool(key, v);
+  if (b.ok()) o.stats_at_exit = *b;
+  return b.status();
+}
+
+absl::Status SetSnapshotPath(std::string_view, std::string_view v, Options& o) {
+  o.snapshot_path = v;
+  return absl::OkStatus();
+}
+
+absl::Status SetOomReportPath(std::string_view, std::string_view v,
+                              Options& o) {
+  o.oom_report_path = v;
+  return absl::OkStatus();
+}
+
+absl::Status SetTraceEntries(std::string_view key, std::string_view v,
+                             Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (n.ok()) o.trace_entries = *n;
+  return n.status();
+}
+
+absl::Status SetBucketSample(std::string_view key, std::string_view v,
+                             Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (!n.ok()) {
+    return BadValue(key, v, "a whole number: 0 (off) or 1 in N requests");
+  }
+  if (*n > kMaxBucketSample) {
+    return BadValue(key, v,
+                    absl::StrFormat("0 (off) or 1 to %d: one request in N "
+                                    "is sampled",
+                                    kMaxBucketSample));
+  }
+  o.bucket_sample = uint32_t(*n);
+  return absl::OkStatus();
+}
+
+absl::Status SetBucketAdviceK(std::string_view key, std::string_view v,
+                              Options& o) {
+  absl::StatusOr<uint64_t> n = ParseUint(key, v);
+  if (!n.ok() || *n < 1 || *n > kMaxAdvisedBuckets) {
+    return BadValue(key, v,
+                    absl::StrFormat("a number of buckets from 1 to %d",
+                                    kMaxAdvisedBuckets));
+  }
+  o.bucket_advice_k = *n;
+  return absl::OkStatus();
+}
+
+// Skips ',' tokens inside a list; whether t[i] is a list item.
+bool NextListItem(const Tokens& t, size_t& i) {
+  while (i < t.size() && t[i] == ",") ++i;
+  return i < t.size() && t[i] != "]";
+}
+
+// Consumes the list's closing ']' (the list has ended at t[i] or at the end).
+absl::Status CloseList(std::string_view key, const Tokens& t, size_t& i) {
+  if (i >= t.size()) return BadValue(key, "[", "a closing ']'");
+  ++i;
+  return absl::OkStatus();
+}
+
+absl::Status CheckDivisions(std::string_view key, uint64_t d) {
+  if (d != 0 && !IsPowerOfTwo(d)) {
+    return BadValue(key, std::to_string(d), "a power of two (or 0)");
+  }
+  return absl::OkStatus();
+}
+
+// One `<MB>:<div>` or `>:<div>` item of the divisions list at t[i]; `first`
+// and `last_index` carry PyTorch's fill rules across items.
+absl::Status ParseDivisionItem(std::string_view key, const Tokens& t, size_t& i,
+                               bool& first, size_t& last_index,
+                               RoundingConfig& rounding) {
+  if (i + 2 >= t.size() || t[i + 1] != ":") {
+    return BadValue(key, t[i], "[<MB>:<divisions>,...,>:<divisions>]");
+  }
+  absl::StatusOr<uint64_t> d = ParseUint(key, t[i + 2]);
+  if (!d.ok()) return d.status();
+  if (absl::Status s = CheckDivisions(key, *d); !s.ok()) return s;
+  if (t[i] == ">") {
+    for (size_t k = last_index + 1; k < 16; ++k) rounding.divisions[k] = *d;
+  } else {
+    absl::StatusOr<uint64_t> mb = ParseUint(key, t[i]);
+    if (!mb.ok()) return mb.status();
+    if (*mb == 0 || !IsPowerOfTwo(*mb)) {
+      return BadValue(key, t[i], "interval boundaries that are powers of two");
+    }
+    size_t index = std::min<size_t>(Log2Floor(*mb), 15);
+    if (first) {
+      for (size_t k = 0; k <= index; ++k) rounding.divisions[k] = *d;
+    }
+    rounding.divisions[index] = *d;
+    last_index = index;
+    first = false;
+  }
+  i += 3;
+  return absl::OkStatus();
+}
+
+// roundup_power2_divisions: N, or [<MB>:<div>,...,>:<div>] (PyTorch semantics).
+absl::Status ParseDivisions(std::string_view key, const Tokens& t, size_t& i,
+                            Options& o) {
   if (i < t.size() && t[i] != "[") {
     absl::StatusOr<uint64_t> d = ParseUint(key, t[i]);
     if (!d.ok()) return d.status();
-    if (absl::Status s = check(*d); !s.ok()) return s;
-    rounding.divisions.fill(*d);
+    if (absl::Status s = CheckDivisions(key, *d); !s.ok()) return s;
+    o.rounding.divisions.fill(*d);
     ++i;
     return absl::OkStatus();
   }
   ++i;  // '['
   bool first = true;
   size_t last_index = 0;
-  while (i < t.size() && t[i] != "]") {
-    if (t[i] == ",") {
-      ++i;
-      continue;
-    }
-    if (i + 2 >= t.size() || t[i + 1] != ":") {
-      return BadValue(key, t[i], "[<MB>:<divisions>,...,>:<divisions>]");
-    }
-    absl::StatusOr<uint64_t> d = ParseUint(key, t[i + 2]);
-    if (!d.ok()) return d.status();
-    if (absl::Status s = check(*d); !s.ok()) return s;
-    if (t[i] == ">") {
-      for (size_t k = last_index + 1; k < 16; ++k) rounding.divisions[k] = *d;
-    } else {
-      absl::StatusOr<uint64_t> mb = ParseUint(key, t[i]);
-      if (!mb.ok()) return mb.status();
-      if (*mb == 0 || !IsPowerOfTwo(*mb)) {
-        return BadValue(key, t[i],
-                        "interval boundaries that are powers of two");
-      }
-      size_t index = std::min<size_t>(Log2Floor(*mb), 15);
-      if (first) {
-        for (size_t k = 0; k <= index; ++k) rounding.divisions[k] = *d;
-      }
-      rounding.divisions[index] = *d;
-      last_index = index;
-      first = false;
-    }
-    i += 3;
+  while (NextListItem(t, i)) {
+    absl::Status s =
+        ParseDivisionItem(key, t, i, first, last_index, o.rounding);
+    if (!s.ok()) return s;
   }
-  if (i >= t.size()) return BadValue(key, "[", "a closing ']'");
-  ++i;
-  return absl::OkStatus();
+  return CloseList(key, t, i);
 }
 
-// round_buckets:[512K,1M,4M,...]: explicit rounding buckets.
-absl::Status ParseBuckets(const std::vector<std::string>& t, size_t& i,
-                          RoundingConfig& rounding) {
-  const char* key = "round_buckets";
+// round_buckets:[512K,1M,4M,...]: explicit rounding buckets, kept sorted and
+// unique.
+absl::Status ParseBuckets(std::string_view key, const Tokens& t, size_t& i,
+                          Options& o) {
+  std::vector<size_t>& buckets = o.rounding.buckets;
   if (i >= t.size() || t[i] != "[") return BadValue(key, "", "[size,size,...]");
   ++i;
-  rounding.buckets.clear();
-  while (i < t.size() && t[i] != "]") {
-    if (t[i] == ",") {
-      ++i;
-      continue;
-    }
+  buckets.clear();
+  while (NextListItem(t, i)) {
     absl::StatusOr<size_t> b = ParseSize(key, t[i]);
     if (!b.ok()) return b.status();
     if (*b == 0 || *b % 512 != 0) {
       return BadValue(key, t[i], "bucket sizes that are multiples of 512");
     }
-    rounding.buckets.push_back(*b);
+    buckets.push_back(*b);
     ++i;
   }
-  if (i >= t.size()) return BadValue(key, "[", "a closing ']'");
-  ++i;
-  std::sort(rounding.buckets.begin(), rounding.buckets.end());
-  rounding.buckets.erase(
-      std::unique(rounding.buckets.begin(), rounding.buckets.end()),
-      rounding.buckets.end());
+  if (absl::Status s = CloseList(key, t, i); !s.ok()) return s;
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
   return absl::OkStatus();
+}
+
+// --- The table. ---
+
+struct KeyRow {
+  Options::KeyDoc doc;
+  KeyParser parse;
+};
+
+constexpr KeyRow kKeys[] = {
+    {{"backend", "`cuda`",
+      "`cuda` (driver VMM), `host` (memfd + mmap emulation, real host memory), "
+      "`simulated` (bookkeeping only)"},
+     Word<SetBackend>},
+    {{"host_capacity_mb", "1024",
+      "physical memory of the host / simulated device"},
+     Word<SetHostCapacity>},
+    {{"host_granularity_kb", "2048",
+      "page size of the host / simulated device (power of two, ≥ 4)"},
+     Word<SetHostGranularity>},
+    {{"host_devices", "1",
+      "devices the host / simulated backend emulates (1–64), each with "
+      "`host_capacity_mb`: multi-device paths without GPUs"},
+     Word<SetHostDevices>},
+    {{"per_process_memory_fraction", "1.0",
+      "cap fragfree's physical memory at this fraction of the device"},
+     Word<SetMemoryFraction>},
+    {{"memory_limit_mb", "none",
+      "cap fragfree's physical memory at this many MiB"},
+     Word<SetMemoryLimit>},
+    {{"roundup_power2_divisions", "none",
+      "PyTorch's rounding: `N`, or `[<MB>:<div>,...,>:<div>]`"},
+     ParseDivisions},
+    {{"round_buckets", "none",
+      "explicit size buckets, e.g. `[64K,1M,8M]`: a request rounds up to the "
+      "next bucket"},
+     ParseBuckets},
+    {{"reclaim_before_grow", "`auto`",
+      "where a request's new pages come from while under the cap: `auto` "
+      "takes whole free pages of cached holes (whose last use is known "
+      "complete) once mapped memory would exceed `(1 + grow_slack)` × the "
+      "allocated high-water mark; `True` always does; `False` creates pages "
+      "until the cap and moves pages only under pressure (fewest remaps, "
+      "reserved memory like expandable segments). See docs/design.md, Note "
+      "[Where pages come from], for the measured trade-off"},
+     Word<SetReclaim>},
+    {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
+     Word<SetGrowSlack>},
+    {{"va_factor", "2",
+      "virtual address space per arena, as a multiple of the memory cap"},
+     Word<SetVaFactor>},
+    {{"stats_at_exit", "`False`",
+      "print a stats and fragmentation summary at exit"},
+     Word<SetStatsAtExit>},
+    {{"snapshot_path", "none", "write a snapshot at exit (LD_PRELOAD mode)"},
+     Word<SetSnapshotPath, /*kPath=*/true>},
+    {{"oom_report_path", "none",
+      "a directory: each OOM also writes `fragfree-oom-<pid>-<n>.json` and "
+      "`.html` (a picture of the memory map) there"},
+     Word<SetOomReportPath, /*kPath=*/true>},
+    {{"trace_entries", "0",
+      "trace ring buffer of alloc/free/map/unmap/oom events (0 = off); "
+      "snapshots return it as `device_traces`; also `ff_record_history` / "
+      "`torch.cuda.memory._record_memory_history`"},
+     Word<SetTraceEntries>},
+    {{"bucket_sample", "8",
+      "the bucket advisor samples one request in N (on average) into a "
+      "per-device size histogram (0 = off, 1 = every request); see "
+      "docs/oom.md, \"Bucket advisor\""},
+     Word<SetBucketSample>},
+    {{"bucket_advice_k", "4",
+      "rounding buckets the advisor proposes (1–256) in the OOM report, the "
+      "`stats_at_exit` summary and `ff_bucket_advice_json(dev, 0, …)`; apply "
+      "the proposal with `round_buckets`"},
+     Word<SetBucketAdviceK>},
+};
+
+const KeyRow* FindKey(std::string_view name) {
+  for (const KeyRow& row : kKeys) {
+    if (row.doc.name == name) return &row;
+  }
+  return nullptr;
+}
+
+absl::Status UnknownKey(std::string_view key) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("FRAGFREE_CONF: unknown key '%s'. Known keys: %s", key,
+                      absl::StrJoin(Options::KnownKeys(), ", ")));
+}
+
+// One `key:value` at t[i], applied to `o`; leaves i past the value.
+absl::Status ParseKey(const Tokens& t, size_t& i, Options& o) {
+  const std::string& key = t[i];
+  const KeyRow* row = FindKey(key);
+  if (row == nullptr) return UnknownKey(key);
+  if (i + 2 > t.size() || t[i + 1] != ":") return NeedsValue(key);
+  i += 2;
+  return row->parse(key, t, i, o);
 }
 
 }  // namespace
 
-const std::vector<std::string>& Options::KnownKeys() {
+const std::vector<Options::KeyDoc>& Options::Keys() {
   // Never destroyed: exit handlers may parse options after static destruction.
-  static const auto* const keys =
-      new std::vector<std::string>{"backend",
-                                   "host_capacity_mb",
-                                   "host_granularity_kb",
-                                   "host_devices",
-                                   "per_process_memory_fraction",
-                                   "memory_limit_mb",
-                                   "roundup_power2_divisions",
-                                   "round_buckets",
-                                   "reclaim_before_grow",
-                                   "grow_slack",
-                                   "va_factor",
-                                   "stats_at_exit",
-                                   "snapshot_path",
-                                   "oom_report_path",
-                                   "trace_entries",
-                                   "bucket_sample",
-                                   "bucket_advice_k"};
+  static const auto* const docs = [] {
+    auto* v = new std::vector<KeyDoc>;
+    for (const KeyRow& row : kKeys) v->push_back(row.doc);
+    return v;
+  }();
+  return *docs;
+}
+
+const std::vector<std::string>& Options::KnownKeys() {
+  static const auto* const keys = [] {
+    auto* v = new std::vector<std::string>;
+    for (const KeyRow& row : kKeys) v->emplace_back(row.doc.name);
+    return v;
+  }();
   return *keys;
+}
+
+std::string Options::MarkdownTable() {
+  std::string out = "| key | default | meaning |\n|---|---|---|\n";
+  for (const KeyRow& row : kKeys) {
+    for (std::string_view part :
+         {std::string_view("| `"), row.doc.name, std::string_view("` | "),
+          row.doc.default_text, std::string_view(" | "), row.doc.doc,
+          std::string_view(" |\n")}) {
+      out.append(part);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<Options> Options::Parse(std::string_view conf) {
@@ -191,143 +473,16 @@ absl::StatusOr<Options> Options::Parse(std::string_view conf) {
 }
 
 absl::StatusOr<Options> Options::Parse(std::string_view conf, Options o) {
-  std::vector<std::string> t = Tokenize(conf);
+  const Tokens t = TokenizeConfig(conf);
   size_t i = 0;
   while (i < t.size()) {
     if (t[i] == ",") {
       ++i;
       continue;
     }
-    const std::string key = t[i];
-    const auto& known = KnownKeys();
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("FRAGFREE_CONF: unknown key '%s'. Known keys: %s",
-                          key, absl::StrJoin(known, ", ")));
-    }
-    if (i + 2 > t.size() || t[i + 1] != ":") {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "FRAGFREE_CONF: key '%s' needs a value ('%s:<value>')", key, key));
-    }
-    i += 2;
-    if (key == "roundup_power2_divisions") {
-      if (absl::Status s = ParseDivisions(t, i, o.rounding); !s.ok()) return s;
-      continue;
-    }
-    if (key == "round_buckets") {
-      if (absl::Status s = ParseBuckets(t, i, o.rounding); !s.ok()) return s;
-      continue;
-    }
-    if (i >= t.size() || t[i] == "," || t[i] == "[" || t[i] == "]") {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "FRAGFREE_CONF: key '%s' needs a value ('%s:<value>')", key, key));
-    }
-    // Paths may contain ':'; take tokens up to the next ','.
-    std::string value = t[i++];
-    if (key == "snapshot_path" || key == "oom_report_path") {
-      while (i < t.size() && t[i] != ",") value += t[i++];
-    }
-    absl::Status status;
-    if (key == "backend") {
-      if (value == "cuda")
-        o.backend = BackendKind::kCuda;
-      else if (value == "host")
-        o.backend = BackendKind::kHost;
-      else if (value == "simulated")
-        o.backend = BackendKind::kSimulated;
-      else
-        status = BadValue(key, value, "cuda, host or simulated");
-    } else if (key == "host_capacity_mb") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && *n == 0)
-        n = BadValue(key, value, "a positive number of MiB");
-      if (n.ok()) o.host_capacity_bytes = *n * kMiB;
-      status = n.status();
-    } else if (key == "host_granularity_kb") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && (*n < 4 || !IsPowerOfTwo(*n))) {
-        n = BadValue(key, value, "a power of two >= 4 (KiB)");
-      }
-      if (n.ok()) o.host_granularity_bytes = *n * kKiB;
-      status = n.status();
-    } else if (key == "host_devices") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && (*n == 0 || *n > 64)) {
-        n = BadValue(key, value, "a number of devices from 1 to 64");
-      }
-      if (n.ok()) o.host_devices = int(*n);
-      status = n.status();
-    } else if (key == "per_process_memory_fraction") {
-      double f = 0;
-      if (!absl::SimpleAtod(value, &f) || !(f > 0.0 && f <= 1.0)) {
-        status = BadValue(key, value, "a fraction in (0, 1]");
-      } else {
-        o.memory_fraction = f;
-      }
-    } else if (key == "memory_limit_mb") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok()) o.memory_limit_bytes = *n * kMiB;
-      status = n.status();
-    } else if (key == "reclaim_before_grow") {
-      if (value == "auto") {
-        o.reclaim_before_grow = Options::Reclaim::kAuto;
-      } else {
-        absl::StatusOr<bool> b = ParseBool(key, value);
-        if (b.ok()) {
-          o.reclaim_before_grow =
-              *b ? Options::Reclaim::kAlways : Options::Reclaim::kNever;
-        } else {
-          status = BadValue(key, value, "True, False or auto");
-        }
-      }
-    } else if (key == "grow_slack") {
-      double f = 0;
-      if (!absl::SimpleAtod(value, &f) || !(f >= 0.0 && f <= 10.0)) {
-        status = BadValue(key, value, "a fraction >= 0 (0.03 = 3%)");
-      } else {
-        o.grow_slack = f;
-      }
-    } else if (key == "va_factor") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && (*n < 1 || *n > 64)) n = BadValue(key, value, "1 to 64");
-      if (n.ok()) o.va_factor = *n;
-      status = n.status();
-    } else if (key == "stats_at_exit") {
-      absl::StatusOr<bool> b = ParseBool(key, value);
-      if (b.ok()) o.stats_at_exit = *b;
-      status = b.status();
-    } else if (key == "snapshot_path") {
-      o.snapshot_path = value;
-    } else if (key == "oom_report_path") {
-      o.oom_report_path = value;
-    } else if (key == "trace_entries") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok()) o.trace_entries = *n;
-      status = n.status();
-    } else if (key == "bucket_sample") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (n.ok() && *n > kMaxBucketSample) {
-        n = BadValue(key, value,
-                     absl::StrFormat("0 (off) or 1 to %d: one request in N "
-                                     "is sampled",
-                                     kMaxBucketSample));
-      } else if (!n.ok()) {
-        n = BadValue(key, value, "a whole number: 0 (off) or 1 in N requests");
-      }
-      if (n.ok()) o.bucket_sample = uint32_t(*n);
-      status = n.status();
-    } else if (key == "bucket_advice_k") {
-      absl::StatusOr<uint64_t> n = ParseUint(key, value);
-      if (!n.ok() || *n < 1 || *n > kMaxAdvisedBuckets) {
-        n = BadValue(key, value,
-                     absl::StrFormat("a number of buckets from 1 to %d",
-                                     kMaxAdvisedBuckets));
-      }
-      if (n.ok()) o.bucket_advice_k = *n;
-      status = n.status();
-    }
-    if (!status.ok()) return status;
+    if (absl::Status s = ParseKey(t, i, o); !s.ok()) return s;
   }
+  // The host capacity is a whole number of pages.
   if (o.host_capacity_bytes % o.host_granularity_bytes != 0) {
     o.host_capacity_bytes =
         AlignUp(o.host_capacity_bytes, o.host_granularity_bytes);

@@ -1,8 +1,10 @@
 // Options: every setting of fragfree, parsed once from FRAGFREE_CONF (same
 // syntax as PYTORCH_CUDA_ALLOC_CONF: `key:value,key:[k:v,...]`). Unknown keys
-// and bad values are errors that name the key. Every key is documented in
-// docs/config.md and the README; `KnownKeys()` lists them. Thread-safety: a
-// value type.
+// and bad values are errors that name the key. The keys are one table in
+// options.cc; `Keys()` gives each key's default and documentation, and the
+// README's "Configuration: FRAGFREE_CONF" table is `MarkdownTable()` (a test
+// keeps them equal). Thread-safety: a value type; the static functions are
+// pure.
 #ifndef FRAGFREE_ALLOCATOR_OPTIONS_H_
 #define FRAGFREE_ALLOCATOR_OPTIONS_H_
 
@@ -29,8 +31,8 @@ struct Options {
   // host_capacity_bytes: multi-device paths tested without GPUs.
   int host_devices = 1;
   double memory_fraction = 1.0;  // of the device's total memory
-  size_t memory_limit_bytes =
-      0;  // 0: no limit beyond the device (and fraction)
+  // 0: no limit beyond the device (and fraction).
+  size_t memory_limit_bytes = 0;
   RoundingConfig rounding;
   // When a request needs new pages, whether to first take whole free pages
   // (whose last use is known complete) from cached holes instead of creating
@@ -42,7 +44,7 @@ struct Options {
   double grow_slack = 0.03;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
-  // Observability (issue-level features read these; see docs/config.md).
+  // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).
   bool stats_at_exit = false;
   std::string snapshot_path;    // write a snapshot here at exit
   std::string oom_report_path;  // write OOM reports (JSON + HTML) here
@@ -56,7 +58,19 @@ struct Options {
   // Parses a FRAGFREE_CONF string on top of `base`.
   static absl::StatusOr<Options> Parse(std::string_view conf);
   static absl::StatusOr<Options> Parse(std::string_view conf, Options base);
+  // Every key, in table order.
   static const std::vector<std::string>& KnownKeys();
+
+  // One key's documentation: its name, its default as the README shows it
+  // ("none" where unset), and one line saying what it does.
+  struct KeyDoc {
+    std::string_view name;
+    std::string_view default_text;
+    std::string_view doc;
+  };
+  static const std::vector<KeyDoc>& Keys();
+  // The README's table of keys: a header and one markdown row per key.
+  static std::string MarkdownTable();
 };
 
 }  // namespace fragfree

@@ -1,5 +1,5 @@
 // PyTorch's CUDA graph pool hooks, exported with the exact C++ types PyTorch's
-// CUDAPluggableAllocator stores (reference/pytorch_allocator.md §1.2):
+// CUDAPluggableAllocator stores (torch/csrc/cuda/CUDAPluggableAllocator.h):
 //   void(int, MempoolId_t, std::function<bool(cudaStream_t)>)   begin
 //   void(int, MempoolId_t)                                       end, release
 // MempoolId_t is std::pair<unsigned long long, unsigned long long>. The names

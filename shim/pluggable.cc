@@ -1,6 +1,7 @@
 // PyTorch's CUDAPluggableAllocator entry points, with the exact ABI PyTorch
-// calls (reference/pytorch_allocator.md §1.1): alloc(size, device, stream) and
-// free(ptr, size, device, stream) where stream is the allocation stream.
+// calls (torch/csrc/cuda/CUDAPluggableAllocator.h): alloc(size, device,
+// stream) and free(ptr, size, device, stream) where stream is the allocation
+// stream.
 // Thread-safety: as the C API.
 #include <stdexcept>
 #include <string>

@@ -3,8 +3,8 @@
 // default rounding and of roundup_power2_divisions:4 for comparison, and the
 // FRAGFREE_CONF string (`round_buckets:[...]`) that applies them. The same
 // optimisation on sequence lengths gives a data loader's length buckets (pad
-// variable-length batches to a few fixed lengths, not to the longest of each
-// batch). docs/design.md and docs/oom.md have the method.
+// variable-length batches to a few fixed lengths). docs/oom.md, "Bucket
+// advisor", has the method.
 //
 // Method: sizes are first rounded up to 512-byte multiples (a bucket must be
 // one: options.cc), so every candidate bucket is an observed rounded size. The

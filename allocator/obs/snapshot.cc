@@ -1,3 +1,5 @@
+// Snapshot writers (snapshot.h): JSON and pickle from the arena views, streamed
+// through a buffer. Thread-safety: see snapshot.h.
 #include "allocator/obs/snapshot.h"
 
 #include <algorithm>
@@ -65,10 +67,10 @@ class Nesting {
   int depth_ = 0;
 };
 
-// Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler accepts
-// (reference/pytorch_allocator.md §2): PROTO, EMPTY_DICT/LIST, MARK, APPENDS,
-// SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE, NEWTRUE/NEWFALSE,
-// STOP. No memo, so it also opens in Python's pickle.load.
+// Protocol 2 with only the opcodes PyTorch's MemoryViz unpickler
+// (torch/utils/viz/MemoryViz.js) accepts: PROTO, EMPTY_DICT/LIST, MARK,
+// APPENDS, SETITEMS, TUPLE, BININT1/2, BININT, LONG1, BINUNICODE,
+// NEWTRUE/NEWFALSE, STOP. No memo, so it also opens in Python's pickle.load.
 class PickleWriter {
  public:
   explicit PickleWriter(Out* out) : out_(*out) {}

@@ -1,10 +1,10 @@
 // Snapshot: the allocator's state in the shape of torch.cuda.memory._snapshot()
-// (reference/pytorch_allocator.md §2): one segment per contiguous mapped range
-// (as PyTorch does for expandable segments), blocks clipped to it so that they
-// tile it exactly, and device_traces with one list per device. Written as JSON
-// or as a pickle that torch.cuda._memory_viz and MemoryViz open, straight from
-// the views and the trace into a buffer that is handed on in pieces (a file, a
-// string): no tree, nothing allocated per block or event.
+// (segments with their blocks, device_traces): one segment per contiguous
+// mapped range (as PyTorch does for expandable segments), blocks clipped to it
+// so that they tile it exactly, and device_traces with one list per device.
+// Written as JSON or as a pickle that torch.cuda._memory_viz and MemoryViz
+// open, straight from the views and the trace into a buffer that is handed on
+// in pieces (a file, a string): no tree, nothing allocated per block or event.
 // Thread-safety: pure functions over views.
 #ifndef FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_
 #define FRAGFREE_ALLOCATOR_OBS_SNAPSHOT_H_

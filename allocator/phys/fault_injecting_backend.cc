@@ -1,3 +1,6 @@
+// Implementation of fault_injecting_backend.h: each call is counted, then
+// either fails with the injected status or goes to the inner backend.
+// Thread-safety: see fault_injecting_backend.h.
 #include "allocator/phys/fault_injecting_backend.h"
 
 namespace fragfree {
@@ -20,32 +23,32 @@ absl::Status FaultInjectingBackend::Next(BackendOp op) {
 
 absl::StatusOr<uintptr_t> FaultInjectingBackend::ReserveVa(size_t size) {
   if (absl::Status s = Next(BackendOp::kReserveVa); !s.ok()) return s;
-  return inner_->ReserveVa(size);
+  return ForwardingBackend::ReserveVa(size);
 }
 absl::Status FaultInjectingBackend::ReleaseVa(uintptr_t va, size_t size) {
   if (absl::Status s = Next(BackendOp::kReleaseVa); !s.ok()) return s;
-  return inner_->ReleaseVa(va, size);
+  return ForwardingBackend::ReleaseVa(va, size);
 }
 absl::StatusOr<PhysHandle> FaultInjectingBackend::Create(size_t size) {
   if (absl::Status s = Next(BackendOp::kCreate); !s.ok()) return s;
-  return inner_->Create(size);
+  return ForwardingBackend::Create(size);
 }
 absl::Status FaultInjectingBackend::Release(PhysHandle handle) {
   if (absl::Status s = Next(BackendOp::kRelease); !s.ok()) return s;
-  return inner_->Release(handle);
+  return ForwardingBackend::Release(handle);
 }
 absl::Status FaultInjectingBackend::Map(uintptr_t va, size_t size,
                                         PhysHandle handle) {
   if (absl::Status s = Next(BackendOp::kMap); !s.ok()) return s;
-  return inner_->Map(va, size, handle);
+  return ForwardingBackend::Map(va, size, handle);
 }
 absl::Status FaultInjectingBackend::Unmap(uintptr_t va, size_t size) {
   if (absl::Status s = Next(BackendOp::kUnmap); !s.ok()) return s;
-  return inner_->Unmap(va, size);
+  return ForwardingBackend::Unmap(va, size);
 }
 absl::Status FaultInjectingBackend::SetAccess(uintptr_t va, size_t size) {
   if (absl::Status s = Next(BackendOp::kSetAccess); !s.ok()) return s;
-  return inner_->SetAccess(va, size);
+  return ForwardingBackend::SetAccess(va, size);
 }
 
 }  // namespace fragfree

@@ -1,14 +1,15 @@
 // FaultInjectingBackend: wraps any backend and makes chosen calls fail, so
 // tests (and chaos runs) reach every error path: "fail the 3rd Map", "fail
 // every Create with OOM", "fail SetAccess from now on". Calls are counted per
-// operation. Thread-safety: not thread-safe (see backend.h).
+// operation; calls not listed in BackendOp pass through (ForwardingBackend).
+// Thread-safety: not thread-safe (see backend.h).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_FAULT_INJECTING_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_FAULT_INJECTING_BACKEND_H_
 
 #include <array>
 #include <memory>
 
-#include "allocator/phys/backend.h"
+#include "allocator/phys/forwarding_backend.h"
 
 namespace fragfree {
 
@@ -23,10 +24,10 @@ enum class BackendOp {
   kCount
 };
 
-class FaultInjectingBackend final : public PhysicalBackend {
+class FaultInjectingBackend final : public ForwardingBackend {
  public:
   explicit FaultInjectingBackend(std::unique_ptr<PhysicalBackend> inner)
-      : inner_(std::move(inner)) {}
+      : ForwardingBackend(std::move(inner)) {}
 
   // Fails calls of `op` numbered [first, first + count) (1-based, counted from
   // construction) with `status`. count < 0 means "and every later call".
@@ -39,11 +40,10 @@ class FaultInjectingBackend final : public PhysicalBackend {
   void ClearFaults();
   int64_t Calls(BackendOp op) const { return calls_[size_t(op)]; }
   int64_t FaultsInjected() const { return faults_injected_; }
-  PhysicalBackend& inner() { return *inner_; }
 
-  std::string Name() const override { return inner_->Name() + "+faults"; }
-  size_t Granularity() const override { return inner_->Granularity(); }
-  DeviceMemoryInfo MemoryInfo() const override { return inner_->MemoryInfo(); }
+  std::string Name() const override {
+    return ForwardingBackend::Name() + "+faults";
+  }
   absl::StatusOr<uintptr_t> ReserveVa(size_t size) override;
   absl::Status ReleaseVa(uintptr_t va, size_t size) override;
   absl::StatusOr<PhysHandle> Create(size_t size) override;
@@ -70,7 +70,6 @@ class FaultInjectingBackend final : public PhysicalBackend {
   // Counts the call and returns the injected failure, or OK.
   absl::Status Next(BackendOp op);
 
-  std::unique_ptr<PhysicalBackend> inner_;
   std::array<int64_t, size_t(BackendOp::kCount)> calls_{};
   std::array<Fault, size_t(BackendOp::kCount)> faults_{};
   int64_t faults_injected_ = 0;

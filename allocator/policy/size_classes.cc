@@ -1,3 +1,6 @@
+// Implementation of size_classes.h: PyTorch's round_size with
+// roundup_power2_divisions, and explicit buckets. Thread-safety: pure functions
+// over an immutable config.
 #include "allocator/policy/size_classes.h"
 
 #include <algorithm>
@@ -10,14 +13,6 @@ size_t SizeRounding::DivisionIndex(size_t size) {
   if (size < 2 * kMiB) return 0;
   size_t index = size_t(Log2Floor(size) - Log2Floor(kMiB));
   return std::min<size_t>(index, 15);
-}
-
-size_t SizeRounding::RoundUpPower2Division(size_t size, size_t divisions) {
-  if (IsPowerOfTwo(size)) return size;
-  size_t floor = size_t{1} << Log2Floor(size);
-  size_t step = floor >> Log2Floor(divisions);
-  if (step == 0) return floor * 2;
-  return AlignUp(size, step);
 }
 
 bool SizeRounding::IsPlain(const RoundingConfig& config) {

@@ -44,8 +44,6 @@ class SizeRounding {
   }
   const RoundingConfig& config() const { return config_; }
 
-  // PyTorch's roundup_power2_next_division: 1200 with 4 divisions -> 1280.
-  static size_t RoundUpPower2Division(size_t size, size_t divisions);
   // Index into RoundingConfig::divisions for a size.
   static size_t DivisionIndex(size_t size);
 

@@ -201,9 +201,6 @@ class Arena : public MetadataObject {
   }
   bool AllMappedSlow(size_t first, size_t end) const;
   bool AnyMappedSlow(size_t first, size_t end) const;
-  bool FullyMappedIn(uintptr_t addr, size_t size) const {
-    return AllMapped(FirstPage(addr), EndPage(addr + size));
-  }
   void SetMappedBit(size_t index, bool mapped) {
     if (mapped) {
       mapped_bits_[index / 64] |= uint64_t{1} << (index % 64);

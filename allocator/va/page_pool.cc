@@ -1,3 +1,5 @@
+// Implementation of page_pool.h: creating, idling and releasing page handles
+// within the limit. Thread-safety: see page_pool.h.
 #include "allocator/va/page_pool.h"
 
 #include <algorithm>
@@ -40,7 +42,6 @@ absl::Status PagePool::CreatePage(PageId* page) {
     handles_.push_back(*handle);
   }
   ++created_;
-  ++total_created_;
   *page = id;
   return absl::OkStatus();
 }

@@ -25,8 +25,6 @@ class PagePool {
   PagePool(PhysicalBackend* backend, size_t limit_bytes);
   ~PagePool();
 
-  size_t page_size() const { return page_size_; }
-  size_t limit_bytes() const { return limit_bytes_; }
   void set_limit_bytes(size_t limit) { limit_bytes_ = limit; }
 
   // Takes an idle page, if any.
@@ -56,8 +54,6 @@ class PagePool {
   PhysHandle handle(PageId page) const { return handles_[page]; }
   size_t idle_pages() const { return idle_.size(); }
   size_t created_pages() const { return created_; }
-  size_t created_bytes() const { return created_ * page_size_; }
-  uint64_t total_created() const { return total_created_; }
   uint64_t total_released() const { return total_released_; }
 
  private:
@@ -69,7 +65,6 @@ class PagePool {
   PageList unused_ids_;  // ids of released handles, for reuse
   IdleCounts idle_counts_;
   size_t created_ = 0;  // live handles (mapped + idle)
-  uint64_t total_created_ = 0;
   uint64_t total_released_ = 0;
 };
 

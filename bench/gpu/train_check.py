@@ -1,4 +1,4 @@
-"""One training run of ../shared/workloads/train.py's workload, measured the way
+"""One training run of bench/gpu/train.py's workload, measured the way
 the PyTorch-integration and LD_PRELOAD issues ask: the loss of every step, step
 time (median of the last 20 steps), peak device memory in use, U_alloc (peak
 allocated / peak reserved-or-mapped), and live bytes after the run and a cleanup

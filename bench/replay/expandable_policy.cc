@@ -44,22 +44,12 @@ bool ExpandablePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
   if (blocks_[b].size - size >= kMinBlockSize) {  // should_split
     pool.blocks.insert(SizeKeyOf(SplitTail(blocks_, b, size)));
   }
-  blocks_[b].allocated = true;
-  allocated_ += blocks_[b].size;
-  peak_allocated_ = std::max(peak_allocated_, allocated_);
-  if (id >= by_id_.size()) {
-    by_id_.resize(std::max<size_t>(id + 1, by_id_.size() * 2), kNone);
-  }
-  by_id_[id] = b;
+  live_.HandOut(blocks_, id, b);
   return true;
 }
 
 void ExpandablePolicy::Free(uint64_t id) {
-  const int32_t b = by_id_[id];
-  by_id_[id] = kNone;
-  allocated_ -= blocks_[b].size;
-  blocks_[b].allocated = false;
-  FreeBlock(b);
+  FreeBlock(live_.TakeBack(blocks_, id));
 }
 
 int32_t ExpandablePolicy::GetFreeBlock(Pool& pool, uint64_t stream,
@@ -73,12 +63,7 @@ int32_t ExpandablePolicy::GetFreeBlock(Pool& pool, uint64_t stream,
          ExpandableSize(next->block) < ExpandableSize(it->block)) {
     it = next++;
   }
-  const uint64_t max_split = alloc_config_.max_split_size;
-  if (size < max_split && it->size >= max_split) return kNone;
-  if (size >= max_split &&
-      it->size >= size + alloc_config_.max_non_split_rounding) {
-    return kNone;
-  }
+  if (OversizeRefuses(size, it->size, alloc_config_)) return kNone;
   const int32_t b = it->block;
   pool.blocks.erase(it);
   return b;
@@ -266,8 +251,8 @@ void ExpandablePolicy::TryMerge(int32_t dst, int32_t src) {
 
 PolicyFigures ExpandablePolicy::figures() const {
   PolicyFigures f;
-  f.allocated_bytes = allocated_;
-  f.peak_allocated_bytes = peak_allocated_;
+  f.allocated_bytes = live_.allocated();
+  f.peak_allocated_bytes = live_.peak_allocated();
   f.reserved_bytes = mapped_;
   f.peak_reserved_bytes = peak_mapped_;
   f.maps = pages_mapped_;  // handles: what map cost scales with
@@ -340,7 +325,7 @@ absl::Status ExpandablePolicy::CheckInvariants() const {
     return absl::InternalError(
         absl::StrCat("mapped ", mapped_, " but blocks add up to ", mapped));
   }
-  if (allocated != allocated_) {
+  if (allocated != live_.allocated()) {
     return absl::InternalError("allocated bytes do not add up");
   }
   if (free_mapped != small_.blocks.size() + large_.blocks.size() ||

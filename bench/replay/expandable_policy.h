@@ -1,5 +1,6 @@
 // ExpandablePolicy: a model of PyTorch's allocator with
-// expandable_segments:True (shared/reference/pytorch_allocator.md section 3):
+// expandable_segments:True (ExpandableSegment in
+// c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.11; docs/replay.md):
 // one segment per (stream, pool) reserving 9/8 of device memory in VA; pages of
 // 2 MiB (small pool) or large_segment_size (20 MiB, large pool) mapped on
 // demand, whole pages at a time; best fit ranked by "expandable size" (a block
@@ -18,6 +19,7 @@
 #include "absl/container/btree_set.h"
 #include "bench/replay/policy.h"
 #include "bench/replay/pytorch_alloc_config.h"
+#include "bench/replay/pytorch_blocks.h"
 #include "bench/replay/slot_pool.h"
 
 namespace fragfree::replay {
@@ -39,17 +41,10 @@ class ExpandablePolicy final : public ReplayPolicy {
   uint64_t segments() const { return live_segments_; }
 
  private:
-  static constexpr int32_t kNone = -1;
+  static constexpr int32_t kNone = kNoBlock;
 
-  struct Block {
-    uint64_t addr = 0;
-    uint64_t size = 0;
-    uint64_t stream = 0;
-    int32_t prev = kNone;
-    int32_t next = kNone;
+  struct Block : PytorchBlock {
     int32_t segment = kNone;
-    bool small = false;
-    bool allocated = false;
     bool mapped = false;
   };
   struct Segment {
@@ -57,16 +52,6 @@ class ExpandablePolicy final : public ReplayPolicy {
     uint64_t size = 0;
     uint64_t page = 0;
     bool live = false;
-  };
-  struct SizeKey {  // free mapped blocks: (stream, size, address)
-    uint64_t stream;
-    uint64_t size;
-    uint64_t addr;
-    int32_t block;
-    friend bool operator<(const SizeKey& a, const SizeKey& b) {
-      return std::tie(a.stream, a.size, a.addr) <
-             std::tie(b.stream, b.size, b.addr);
-    }
   };
   struct AddrKey {  // unmapped blocks: (stream, address)
     uint64_t stream;
@@ -77,14 +62,11 @@ class ExpandablePolicy final : public ReplayPolicy {
     }
   };
   struct Pool {
-    absl::btree_set<SizeKey> blocks;
+    absl::btree_set<SizeKey> blocks;  // free mapped blocks
     absl::btree_set<AddrKey> unmapped;
   };
 
-  SizeKey SizeKeyOf(int32_t b) const {
-    const Block& blk = blocks_[b];
-    return SizeKey{blk.stream, blk.size, blk.addr, b};
-  }
+  SizeKey SizeKeyOf(int32_t b) const { return replay::SizeKeyOf(blocks_, b); }
   AddrKey AddrKeyOf(int32_t b) const {
     return AddrKey{blocks_[b].stream, blocks_[b].addr, b};
   }
@@ -108,7 +90,7 @@ class ExpandablePolicy final : public ReplayPolicy {
   const PolicyConfig config_;
   const PytorchAllocConfig alloc_config_;
   SlotPool<Block> blocks_;
-  std::vector<int32_t> by_id_;
+  LiveBlocks live_;
   std::vector<Segment> segments_;
   Pool small_;
   Pool large_;
@@ -116,8 +98,6 @@ class ExpandablePolicy final : public ReplayPolicy {
   uint64_t live_segments_ = 0;
   uint64_t mapped_ = 0;
   uint64_t peak_mapped_ = 0;
-  uint64_t allocated_ = 0;
-  uint64_t peak_allocated_ = 0;
   uint64_t map_calls_ = 0;
   uint64_t unmap_calls_ = 0;
   uint64_t pages_mapped_ = 0;

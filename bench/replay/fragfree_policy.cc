@@ -4,42 +4,33 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <ostream>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "allocator/obs/snapshot.h"
+#include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "bench/replay/lagging_event_source.h"
 
 namespace fragfree::replay {
 
-// Forwards to SimulatedBackend and keeps running totals the replay reads after
-// every event: mapped bytes (reserved) and created handles (physical).
-class CountingBackend final : public PhysicalBackend {
+// A SimulatedBackend that keeps running totals the replay reads after every
+// event: mapped bytes (reserved) and created handles (physical).
+class CountingBackend final : public ForwardingBackend {
  public:
   CountingBackend(size_t capacity, size_t granularity)
-      : inner_(capacity, granularity) {}
+      : ForwardingBackend(
+            std::make_unique<SimulatedBackend>(capacity, granularity)) {}
 
-  std::string Name() const override { return "simulated"; }
-  size_t Granularity() const override { return inner_.Granularity(); }
-  DeviceMemoryInfo MemoryInfo() const override { return inner_.MemoryInfo(); }
-  absl::StatusOr<uintptr_t> ReserveVa(size_t size) override {
-    return inner_.ReserveVa(size);
-  }
-  absl::Status ReleaseVa(uintptr_t va, size_t size) override {
-    return inner_.ReleaseVa(va, size);
-  }
   absl::StatusOr<PhysHandle> Create(size_t size) override {
-    absl::StatusOr<PhysHandle> h = inner_.Create(size);
+    absl::StatusOr<PhysHandle> h = ForwardingBackend::Create(size);
     if (h.ok()) peak_physical_ = std::max(peak_physical_, physical());
     return h;
   }
-  absl::Status Release(PhysHandle handle) override {
-    return inner_.Release(handle);
-  }
   absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override {
-    absl::Status s = inner_.Map(va, size, handle);
+    absl::Status s = ForwardingBackend::Map(va, size, handle);
     if (s.ok()) {
       mapped_ += size;
       peak_mapped_ = std::max(peak_mapped_, mapped_);
@@ -48,22 +39,19 @@ class CountingBackend final : public PhysicalBackend {
     return s;
   }
   absl::Status Unmap(uintptr_t va, size_t size) override {
-    absl::Status s = inner_.Unmap(va, size);
+    absl::Status s = ForwardingBackend::Unmap(va, size);
     if (s.ok()) {
       mapped_ -= size;
       ++unmap_calls_;
     }
     return s;
   }
-  absl::Status SetAccess(uintptr_t va, size_t size) override {
-    return inner_.SetAccess(va, size);
-  }
 
   uint64_t mapped() const { return mapped_; }
   uint64_t peak_mapped() const { return peak_mapped_; }
   // Bytes of handles created and not released (mapped or idle).
   uint64_t physical() const {
-    const DeviceMemoryInfo info = inner_.MemoryInfo();
+    const DeviceMemoryInfo info = inner().MemoryInfo();
     return info.total_bytes - info.free_bytes;
   }
   uint64_t peak_physical() const { return peak_physical_; }
@@ -71,7 +59,6 @@ class CountingBackend final : public PhysicalBackend {
   uint64_t unmap_calls() const { return unmap_calls_; }
 
  private:
-  SimulatedBackend inner_;
   uint64_t mapped_ = 0;
   uint64_t peak_mapped_ = 0;
   uint64_t peak_physical_ = 0;

@@ -5,8 +5,8 @@
 // free_completed says it did, or --event-lag allocator calls late).
 // A counting decorator between the engine and the backend gives the mapped and
 // physical bytes after every call without asking the engine for its stats.
-// Reserved = mapped bytes (DESIGN.md: "reserved for fragfree means physically
-// mapped bytes"); idle handles (created, not mapped) are reported apart.
+// Reserved = physically mapped bytes (docs/stats.md); idle handles (created,
+// not mapped) are reported apart.
 // Thread-safety: not thread-safe (the engine is, but the bookkeeping here is
 // not).
 #ifndef FRAGFREE_BENCH_REPLAY_FRAGFREE_POLICY_H_

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allocator/base/html.h"
 
 namespace fragfree::replay {
 namespace {
@@ -40,29 +41,6 @@ std::vector<TimelinePoint> Merge(const std::vector<TimelinePoint>& in,
   return out;
 }
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // A "nice" step (1, 2 or 5 times a power of ten) giving about `ticks` ticks.
 double NiceStep(double range, int ticks) {
   if (range <= 0) return 1;
@@ -84,7 +62,7 @@ std::string Chart(const ReplayResult& r, uint64_t events, double y_max_gib) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
       "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
       "aria-label=\"live and reserved bytes, %s\">\n",
-      kWidth, kHeight, kWidth, kHeight, Escape(r.policy));
+      kWidth, kHeight, kWidth, kHeight, HtmlEscape(r.policy));
   // Grid and y labels.
   const double ystep = NiceStep(y_max_gib, 5);
   for (double v = 0; v <= y_max_gib + 1e-9; v += ystep) {
@@ -154,7 +132,7 @@ std::string TableHtml(const TraceReport& report) {
         "<tr><td>%s</td><td>%s</td><td>%s</td><td>%.3f</td><td>%s</td>"
         "<td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td>"
         "<td>%d</td></tr>\n",
-        Escape(p.replay.policy), FormatGiB(f.peak_allocated_bytes),
+        HtmlEscape(p.replay.policy), FormatGiB(f.peak_allocated_bytes),
         FormatGiB(f.peak_reserved_bytes), UAlloc(f), FormatGiB(WasteBytes(f)),
         min_capacity, f.maps, f.unmaps, f.remaps, p.replay.all_calls.p50_ns,
         p.replay.all_calls.p99_ns, p.replay.ooms);
@@ -196,7 +174,7 @@ std::string RenderHtml(const std::vector<TraceReport>& reports) {
         &html,
         "<h2>%s</h2>\n<p>format %s; %d events, %d allocations; peak live "
         "%s.</p>\n",
-        Escape(report.path), Escape(report.format), report.events,
+        HtmlEscape(report.path), HtmlEscape(report.format), report.events,
         report.allocations, FormatGiB(report.peak_live_bytes));
     absl::StrAppend(&html, TableHtml(report));
     uint64_t y_max = report.peak_live_bytes;
@@ -210,7 +188,7 @@ std::string RenderHtml(const std::vector<TraceReport>& reports) {
     for (const PolicyReport& p : report.policies) {
       absl::StrAppendFormat(&html,
                             "<h3>%s: peak reserved %s, U_alloc %.3f</h3>\n",
-                            Escape(p.replay.policy),
+                            HtmlEscape(p.replay.policy),
                             FormatGiB(p.replay.figures.peak_reserved_bytes),
                             UAlloc(p.replay.figures));
       absl::StrAppend(&html, Chart(p.replay, report.events, y_max_gib));

@@ -38,35 +38,16 @@ bool NativePolicy::Alloc(uint64_t id, uint64_t orig_size, uint64_t stream) {
     // The allocation takes the front; the remainder stays free in the pool.
     pool.insert(KeyOf(SplitTail(blocks_, b, size)));
   }
-  blocks_[b].allocated = true;
-  allocated_ += blocks_[b].size;
-  peak_allocated_ = std::max(peak_allocated_, allocated_);
-  if (id >= by_id_.size()) {
-    by_id_.resize(std::max<size_t>(id + 1, by_id_.size() * 2), kNone);
-  }
-  by_id_[id] = b;
+  live_.HandOut(blocks_, id, b);
   return true;
 }
 
-void NativePolicy::Free(uint64_t id) {
-  const int32_t b = by_id_[id];
-  by_id_[id] = kNone;
-  allocated_ -= blocks_[b].size;
-  blocks_[b].allocated = false;
-  FreeBlock(b);
-}
+void NativePolicy::Free(uint64_t id) { FreeBlock(live_.TakeBack(blocks_, id)); }
 
 int32_t NativePolicy::GetFreeBlock(Pool& pool, uint64_t stream, uint64_t size) {
   auto it = pool.lower_bound(Key{stream, size, 0, kNone});
   if (it == pool.end() || it->stream != stream) return kNone;
-  const uint64_t max_split = alloc_config_.max_split_size;
-  // Do not return an oversize block for a request that could split.
-  if (size < max_split && it->size >= max_split) return kNone;
-  // Do not return an oversize block much larger than the request.
-  if (size >= max_split &&
-      it->size >= size + alloc_config_.max_non_split_rounding) {
-    return kNone;
-  }
+  if (OversizeRefuses(size, it->size, alloc_config_)) return kNone;
   const int32_t b = it->block;
   pool.erase(it);
   return b;
@@ -161,8 +142,8 @@ void NativePolicy::TryMerge(int32_t dst, int32_t src) {
 
 PolicyFigures NativePolicy::figures() const {
   PolicyFigures f;
-  f.allocated_bytes = allocated_;
-  f.peak_allocated_bytes = peak_allocated_;
+  f.allocated_bytes = live_.allocated();
+  f.peak_allocated_bytes = live_.peak_allocated();
   f.reserved_bytes = reserved_;
   f.peak_reserved_bytes = peak_reserved_;
   f.maps = segment_allocs_;
@@ -216,9 +197,9 @@ absl::Status NativePolicy::CheckInvariants() const {
     return absl::InternalError(absl::StrCat(
         "reserved ", reserved_, " but segments add up to ", reserved));
   }
-  if (allocated != allocated_) {
+  if (allocated != live_.allocated()) {
     return absl::InternalError(absl::StrCat(
-        "allocated ", allocated_, " but blocks add up to ", allocated));
+        "allocated ", live_.allocated(), " but blocks add up to ", allocated));
   }
   if (free_blocks != small_pool_.size() + large_pool_.size()) {
     return absl::InternalError("pools hold blocks that are not free");

@@ -1,6 +1,6 @@
 // NativePolicy: a model of PyTorch's default CUDA caching allocator
-// (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, per
-// shared/reference/pytorch_allocator.md section 4), without expandable
+// (DeviceCachingAllocator in c10/cuda/CUDACachingAllocator.cpp, PyTorch
+// 2.11; docs/replay.md, "Models"), without expandable
 // segments: round_size, small (<= 1 MiB) and large pools, segments of
 // get_allocation_size() bytes, best fit keyed (stream, size, address) so a
 // block is reused only on its allocation stream, should_split, the oversize
@@ -14,12 +14,12 @@
 
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/container/btree_set.h"
 #include "bench/replay/policy.h"
 #include "bench/replay/pytorch_alloc_config.h"
+#include "bench/replay/pytorch_blocks.h"
 #include "bench/replay/slot_pool.h"
 
 namespace fragfree::replay {
@@ -41,34 +41,12 @@ class NativePolicy final : public ReplayPolicy {
   uint64_t segments() const { return segment_allocs_ - segment_frees_; }
 
  private:
-  static constexpr int32_t kNone = -1;
-
-  struct Block {
-    uint64_t addr = 0;
-    uint64_t size = 0;
-    uint64_t stream = 0;
-    int32_t prev = kNone;  // neighbours inside the segment
-    int32_t next = kNone;
-    bool small = false;  // pool
-    bool allocated = false;
-  };
-  // BlockComparatorSize: (stream, size, address).
-  struct Key {
-    uint64_t stream;
-    uint64_t size;
-    uint64_t addr;
-    int32_t block;
-    friend bool operator<(const Key& a, const Key& b) {
-      return std::tie(a.stream, a.size, a.addr) <
-             std::tie(b.stream, b.size, b.addr);
-    }
-  };
+  static constexpr int32_t kNone = kNoBlock;
+  using Block = PytorchBlock;
+  using Key = SizeKey;
   using Pool = absl::btree_set<Key>;
 
-  Key KeyOf(int32_t b) const {
-    const Block& blk = blocks_[b];
-    return Key{blk.stream, blk.size, blk.addr, b};
-  }
+  Key KeyOf(int32_t b) const { return SizeKeyOf(blocks_, b); }
   Pool& PoolOf(int32_t b) {
     return blocks_[b].small ? small_pool_ : large_pool_;
   }
@@ -86,14 +64,12 @@ class NativePolicy final : public ReplayPolicy {
   const PolicyConfig config_;
   const PytorchAllocConfig alloc_config_;
   SlotPool<Block> blocks_;
-  std::vector<int32_t> by_id_;  // allocation id -> block
-  Pool small_pool_;             // free blocks of small segments
-  Pool large_pool_;             // free blocks of large segments
+  LiveBlocks live_;
+  Pool small_pool_;  // free blocks of small segments
+  Pool large_pool_;  // free blocks of large segments
   uint64_t next_addr_ = uint64_t{0x7f0000000000};
   uint64_t reserved_ = 0;
   uint64_t peak_reserved_ = 0;
-  uint64_t allocated_ = 0;
-  uint64_t peak_allocated_ = 0;
   uint64_t segment_allocs_ = 0;
   uint64_t segment_frees_ = 0;
   uint64_t retries_ = 0;

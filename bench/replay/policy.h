@@ -16,12 +16,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/units.h"
 
 namespace fragfree::replay {
 
-inline constexpr uint64_t kKiB = uint64_t{1} << 10;
-inline constexpr uint64_t kMiB = uint64_t{1} << 20;
-inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+// Byte units: kKiB, kMiB, kGiB of allocator/base/units.h.
 
 struct PolicyConfig {
   // Most bytes the policy may hold reserved (segments or mapped pages) at once.

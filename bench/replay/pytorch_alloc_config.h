@@ -1,5 +1,6 @@
 // PyTorch's caching-allocator settings and size rules, as the native and
-// expandable models use them (shared/reference/pytorch_allocator.md section 4):
+// expandable models use them (c10/core/AllocatorConfig.cpp and
+// DeviceCachingAllocator's size helpers, PyTorch 2.11):
 // round_size with roundup_power2_divisions, the small/large split, the segment
 // size asked of cudaMalloc, and the subset of PYTORCH_CUDA_ALLOC_CONF that
 // changes them. Thread-safety: pure functions over an immutable config.
@@ -19,8 +20,8 @@ namespace fragfree::replay {
 inline constexpr uint64_t kMinBlockSize = 512;      // kMinBlockSize
 inline constexpr uint64_t kSmallSize = 1 * kMiB;    // largest small request
 inline constexpr uint64_t kSmallBuffer = 2 * kMiB;  // small segment / page
-inline constexpr uint64_t kMinLargeAlloc =
-    10 * kMiB;                                     // below: one 20 MiB segment
+// Large requests below this share one 20 MiB segment.
+inline constexpr uint64_t kMinLargeAlloc = 10 * kMiB;
 inline constexpr uint64_t kRoundLarge = 2 * kMiB;  // large segment rounding
 
 struct PytorchAllocConfig {
@@ -43,8 +44,8 @@ absl::StatusOr<PytorchAllocConfig> ParsePytorchAllocConf(std::string_view conf);
 
 // round_size(): the block size that serves a request.
 uint64_t RoundSize(uint64_t size, const PytorchAllocConfig& config);
-// roundup_power2_next_division(): 1200 with 4 divisions -> 1280.
-uint64_t RoundUpPower2Division(uint64_t size, uint64_t divisions);
+// roundup_power2_next_division() is fragfree::RoundUpPower2Division
+// (allocator/base/units.h).
 // get_allocation_size(): the segment cudaMalloc'd for a (rounded) request.
 uint64_t AllocationSize(uint64_t rounded, const PytorchAllocConfig& config);
 // Whether a (rounded) request belongs to the small pool.

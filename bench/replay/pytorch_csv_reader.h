@@ -1,4 +1,4 @@
-// Reader for the CSV of shared/traces/ (format "csv"): header
+// Reader for the CSV of data/traces/ (format "csv"): header
 // `action,addr,size,stream,time_us`, one PyTorch trace entry per line, as
 // written by workloads/train.py or bench/replay/snapshot_to_csv.py. `alloc`
 // opens an allocation, `free_completed` (when the memory really became

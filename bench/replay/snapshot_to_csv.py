@@ -10,7 +10,7 @@ free_requested, free_completed) and writes them as
 
     action,addr,size,stream,time_us
 
-(the format of shared/traces/), gzip'd when the output name ends in .gz.
+(the format of data/traces/), gzip'd when the output name ends in .gz.
 
 Pure standard library: torch is not needed. The unpickler refuses every class
 and function reference (a snapshot holds only dicts, lists, strings and

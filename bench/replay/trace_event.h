@@ -17,8 +17,8 @@ struct Event {
   Op op = Op::kAlloc;
   uint64_t id = 0;    // the n-th allocation of the trace has id n; its free too
   uint64_t size = 0;  // requested bytes (a free repeats its allocation's size)
-  uint64_t stream =
-      0;  // allocation stream (a free repeats it, as PyTorch does)
+  // Allocation stream (a free repeats it, as PyTorch does).
+  uint64_t stream = 0;
   int64_t time_us = 0;  // as recorded (epoch or time of day, format-dependent)
   uint64_t line = 0;    // 1-based line of the source file
 };
@@ -28,8 +28,8 @@ struct Trace {
   std::string format;  // "csv" or "rmm"
   std::vector<Event> events;
   uint64_t num_ids = 0;  // number of allocations (= one past the largest id)
-  uint64_t ignored_lines =
-      0;  // valid lines without an event (free_requested, ...)
+  // Valid lines without an event (free_requested, ...).
+  uint64_t ignored_lines = 0;
   uint64_t skipped_lines = 0;  // bad lines skipped under --lenient
   uint64_t never_freed = 0;    // allocations still live at the end of the trace
   // Human-readable notes for the user (first skipped lines, truncation hints).

@@ -18,7 +18,7 @@ namespace fragfree::replay {
 
 enum class TraceFormat {
   kAuto,  // decide from the header
-  kCsv,   // action,addr,size,stream,time_us (shared/traces, snapshot_to_csv.py)
+  kCsv,   // action,addr,size,stream,time_us (data/traces, snapshot_to_csv.py)
   kRmm,   // Thread,Time,Action,Pointer,Size,Stream (RMM logging adaptor)
 };
 

@@ -2,10 +2,36 @@
 // errors.
 #include "allocator/options.h"
 
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace fragfree {
 namespace {
+
+bool SameOptions(const Options& a, const Options& b) {
+  return a.backend == b.backend &&
+         a.host_capacity_bytes == b.host_capacity_bytes &&
+         a.host_granularity_bytes == b.host_granularity_bytes &&
+         a.host_devices == b.host_devices &&
+         a.memory_fraction == b.memory_fraction &&
+         a.memory_limit_bytes == b.memory_limit_bytes &&
+         a.rounding.divisions == b.rounding.divisions &&
+         a.rounding.buckets == b.rounding.buckets &&
+         a.reclaim_before_grow == b.reclaim_before_grow &&
+         a.grow_slack == b.grow_slack && a.va_factor == b.va_factor &&
+         a.stats_at_exit == b.stats_at_exit &&
+         a.snapshot_path == b.snapshot_path &&
+         a.oom_report_path == b.oom_report_path &&
+         a.trace_entries == b.trace_entries &&
+         a.bucket_sample == b.bucket_sample &&
+         a.bucket_advice_k == b.bucket_advice_k;
+}
 
 TEST(Options, DefaultsAndKeys) {
   Options o = *Options::Parse("");
@@ -84,6 +110,157 @@ TEST(Options, ErrorsNameTheKey) {
             Options::Reclaim::kAuto);
   EXPECT_FALSE(Options::Parse("grow_slack:-1").ok());
   EXPECT_FALSE(Options::Parse("roundup_power2_divisions:[256:1").ok());
+}
+
+// Every error message, word for word: the key, the bad value and what was
+// expected.
+TEST(Options, ErrorMessagesExactly) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {R"(backend:tpu)",
+       R"(bad value 'tpu' for key 'backend': expected cuda, host or simulated)"},
+      {R"(backend)", R"(key 'backend' needs a value ('backend:<value>'))"},
+      {R"(backend:)", R"(key 'backend' needs a value ('backend:<value>'))"},
+      {R"(backend:,)", R"(key 'backend' needs a value ('backend:<value>'))"},
+      {R"(backend:[x])", R"(key 'backend' needs a value ('backend:<value>'))"},
+      {R"(host_capacity_mb:0)",
+       R"(bad value '0' for key 'host_capacity_mb': expected a positive number of MiB)"},
+      {R"(host_capacity_mb:x)",
+       R"(bad value 'x' for key 'host_capacity_mb': expected a whole number)"},
+      {R"(host_granularity_kb:3)",
+       R"(bad value '3' for key 'host_granularity_kb': expected a power of two >= 4 (KiB))"},
+      {R"(host_granularity_kb:2)",
+       R"(bad value '2' for key 'host_granularity_kb': expected a power of two >= 4 (KiB))"},
+      {R"(host_devices:0)",
+       R"(bad value '0' for key 'host_devices': expected a number of devices from 1 to 64)"},
+      {R"(host_devices:65)",
+       R"(bad value '65' for key 'host_devices': expected a number of devices from 1 to 64)"},
+      {R"(per_process_memory_fraction:2)",
+       R"(bad value '2' for key 'per_process_memory_fraction': expected a fraction in (0, 1])"},
+      {R"(per_process_memory_fraction:abc)",
+       R"(bad value 'abc' for key 'per_process_memory_fraction': expected a fraction in (0, 1])"},
+      {R"(memory_limit_mb:-1)",
+       R"(bad value '-1' for key 'memory_limit_mb': expected a whole number)"},
+      {R"(roundup_power2_divisions:3)",
+       R"(bad value '3' for key 'roundup_power2_divisions': expected a power of two (or 0))"},
+      {R"(roundup_power2_divisions:x)",
+       R"(bad value 'x' for key 'roundup_power2_divisions': expected a whole number)"},
+      {R"(roundup_power2_divisions:[256:1)",
+       R"(bad value '[' for key 'roundup_power2_divisions': expected a closing ']')"},
+      {R"(roundup_power2_divisions:[256:3])",
+       R"(bad value '3' for key 'roundup_power2_divisions': expected a power of two (or 0))"},
+      {R"(roundup_power2_divisions:[300:2])",
+       R"(bad value '300' for key 'roundup_power2_divisions': expected interval boundaries that are powers of two)"},
+      {R"(roundup_power2_divisions:[256])",
+       R"(bad value '256' for key 'roundup_power2_divisions': expected [<MB>:<divisions>,...,>:<divisions>])"},
+      {R"(roundup_power2_divisions:[x:2])",
+       R"(bad value 'x' for key 'roundup_power2_divisions': expected a whole number)"},
+      {R"(roundup_power2_divisions:[>:y])",
+       R"(bad value 'y' for key 'roundup_power2_divisions': expected a whole number)"},
+      {R"(round_buckets:4)",
+       R"(bad value '' for key 'round_buckets': expected [size,size,...])"},
+      {R"(round_buckets:[1000])",
+       R"(bad value '1000' for key 'round_buckets': expected bucket sizes that are multiples of 512)"},
+      {R"(round_buckets:[1M)",
+       R"(bad value '[' for key 'round_buckets': expected a closing ']')"},
+      {R"(round_buckets:[abc])",
+       R"(bad value 'abc' for key 'round_buckets': expected a size (bytes, or with a K/M/G suffix))"},
+      {R"(round_buckets:)",
+       R"(bad value '' for key 'round_buckets': expected [size,size,...])"},
+      {R"(reclaim_before_grow:maybe)",
+       R"(bad value 'maybe' for key 'reclaim_before_grow': expected True, False or auto)"},
+      {R"(grow_slack:-1)",
+       R"(bad value '-1' for key 'grow_slack': expected a fraction >= 0 (0.03 = 3%))"},
+      {R"(grow_slack:11)",
+       R"(bad value '11' for key 'grow_slack': expected a fraction >= 0 (0.03 = 3%))"},
+      {R"(va_factor:0)",
+       R"(bad value '0' for key 'va_factor': expected 1 to 64)"},
+      {R"(va_factor:65)",
+       R"(bad value '65' for key 'va_factor': expected 1 to 64)"},
+      {R"(stats_at_exit:yes)",
+       R"(bad value 'yes' for key 'stats_at_exit': expected True or False)"},
+      {R"(trace_entries:-3)",
+       R"(bad value '-3' for key 'trace_entries': expected a whole number)"},
+      {R"(bucket_sample:-1)",
+       R"(bad value '-1' for key 'bucket_sample': expected a whole number: 0 (off) or 1 in N requests)"},
+      {R"(bucket_sample:2000000)",
+       R"(bad value '2000000' for key 'bucket_sample': expected 0 (off) or 1 to 1048576: one request in N is sampled)"},
+      {R"(bucket_advice_k:0)",
+       R"(bad value '0' for key 'bucket_advice_k': expected a number of buckets from 1 to 256)"},
+      {R"(bucket_advice_k:257)",
+       R"(bad value '257' for key 'bucket_advice_k': expected a number of buckets from 1 to 256)"},
+      {R"(snapshot_path:)",
+       R"(key 'snapshot_path' needs a value ('snapshot_path:<value>'))"},
+      {R"(oom_report_path)",
+       R"(key 'oom_report_path' needs a value ('oom_report_path:<value>'))"},
+  };
+  for (const auto& [conf, message] : kCases) {
+    absl::StatusOr<Options> r = Options::Parse(conf);
+    ASSERT_FALSE(r.ok()) << conf;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), absl::StrCat("FRAGFREE_CONF: ", message))
+        << conf;
+  }
+}
+
+TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
+  absl::StatusOr<Options> r = Options::Parse("backend:host,,va_factor:3,foo");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "FRAGFREE_CONF: unknown key 'foo'. Known keys: backend, "
+            "host_capacity_mb, host_granularity_kb, host_devices, "
+            "per_process_memory_fraction, memory_limit_mb, "
+            "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
+            "grow_slack, va_factor, stats_at_exit, snapshot_path, "
+            "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
+  std::vector<std::string> names;
+  for (const Options::KeyDoc& k : Options::Keys()) names.emplace_back(k.name);
+  EXPECT_EQ(names, Options::KnownKeys());
+}
+
+TEST(Options, BlanksSeparateKeysLikeCommas) {
+  absl::StatusOr<Options> o = Options::Parse(" backend:host va_factor:3\t");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->backend, BackendKind::kHost);
+  EXPECT_EQ(o->va_factor, 3u);
+}
+
+// Each key's documented default is what Options{} holds: parsing
+// `key:<default>` changes nothing.
+TEST(Options, DocumentedDefaultsAreTheDefaults) {
+  const Options defaults;
+  for (const Options::KeyDoc& k : Options::Keys()) {
+    if (k.default_text == "none") continue;
+    std::string value(k.default_text);
+    value.erase(std::remove(value.begin(), value.end(), '`'), value.end());
+    absl::StatusOr<Options> o =
+        Options::Parse(std::string(k.name) + ":" + value);
+    ASSERT_TRUE(o.ok()) << k.name << ": " << o.status();
+    EXPECT_TRUE(SameOptions(*o, defaults)) << k.name << ":" << value;
+  }
+}
+
+// The README's table of keys is the options table: a new key is a row in
+// allocator/options.cc and, printed by this test on a mismatch, in README.md.
+TEST(Options, ReadmeTableIsTheOptionsTable) {
+  std::ifstream readme(FRAGFREE_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::string line, table;
+  bool in_section = false;
+  while (std::getline(readme, line)) {
+    if (line.rfind("## ", 0) == 0) {
+      in_section = line == "## Configuration: `FRAGFREE_CONF`";
+      continue;
+    }
+    if (!in_section) continue;
+    if (line.rfind("|", 0) == 0) {
+      absl::StrAppend(&table, line, "\n");
+    } else if (!table.empty()) {
+      break;
+    }
+  }
+  EXPECT_EQ(table, Options::MarkdownTable())
+      << "README.md's FRAGFREE_CONF table should read:\n"
+      << Options::MarkdownTable();
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Unit tests of the physical backends: the host emulation keeps data across
 // remapping, enforces capacity and alignment, and rejects the misuse the driver
-// rejects; the fault injector fails exactly the calls it is told to.
+// rejects; a forwarding decorator passes every call it does not override;
+// the fault injector fails exactly the calls it is told to.
 #include <cstring>
 
 #include "allocator/phys/fault_injecting_backend.h"
+#include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/host_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "gtest/gtest.h"
@@ -66,6 +68,45 @@ TEST(SimulatedBackend, CountsCapacity) {
   EXPECT_TRUE(absl::IsResourceExhausted(b.Create(kPage).status()));
   ASSERT_TRUE(b.Release(h).ok());
   EXPECT_EQ(b.MemoryInfo().free_bytes, 2 * kPage);
+}
+
+// A decorator that overrides only Create: every other call reaches the inner
+// backend unchanged.
+class CreateCounter final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::StatusOr<PhysHandle> Create(size_t size) override {
+    ++creates;
+    return ForwardingBackend::Create(size);
+  }
+  int creates = 0;
+};
+
+TEST(ForwardingBackend, PassesEveryCallItDoesNotOverride) {
+  CreateCounter b(std::make_unique<SimulatedBackend>(4 * kPage, kPage));
+  EXPECT_EQ(b.Name(), "simulated");
+  EXPECT_EQ(b.Granularity(), kPage);
+  absl::StatusOr<uintptr_t> va = b.ReserveVa(2 * kPage);
+  ASSERT_TRUE(va.ok());
+  absl::StatusOr<PhysHandle> h = b.Create(kPage);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(b.creates, 1);
+  EXPECT_EQ(b.MemoryInfo().free_bytes, 3 * kPage);
+  EXPECT_EQ(b.inner().MemoryInfo().free_bytes, 3 * kPage);
+  EXPECT_TRUE(b.Map(*va, kPage, *h).ok());
+  EXPECT_TRUE(b.SetAccess(*va, kPage).ok());
+  EXPECT_TRUE(b.Unmap(*va, kPage).ok());
+  EXPECT_TRUE(b.Release(*h).ok());
+  EXPECT_TRUE(b.ReleaseVa(*va, 2 * kPage).ok());
+  EXPECT_EQ(b.MemoryInfo().free_bytes, 4 * kPage);
+  EXPECT_TRUE(absl::IsResourceExhausted(b.Create(8 * kPage).status()));
+  EXPECT_EQ(b.creates, 2);
+}
+
+TEST(FaultInjectingBackend, NamesItselfAfterTheInnerBackend) {
+  FaultInjectingBackend b(std::make_unique<SimulatedBackend>(kPage, kPage));
+  EXPECT_EQ(b.Name(), "simulated+faults");
+  EXPECT_EQ(b.Granularity(), kPage);
 }
 
 TEST(FaultInjectingBackend, FailsExactlyTheChosenCalls) {

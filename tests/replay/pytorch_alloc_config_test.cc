@@ -3,6 +3,9 @@
 // Thread-safety: single-threaded tests.
 #include "bench/replay/pytorch_alloc_config.h"
 
+#include <string>
+#include <utility>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,7 +22,7 @@ TEST(RoundSizeTest, DefaultIs512ByteMultiples) {
 }
 
 TEST(RoundSizeTest, PowerOfTwoDivisions) {
-  EXPECT_EQ(RoundUpPower2Division(1200, 4), 1280u);  // the reference's example
+  EXPECT_EQ(RoundUpPower2Division(1200, 4), 1280u);  // PyTorch's example
   EXPECT_EQ(RoundUpPower2Division(1024, 4), 1024u);  // powers of two unchanged
   EXPECT_EQ(RoundUpPower2Division(3, 4), 4u);        // step 0 -> next power
   PytorchAllocConfig c;
@@ -81,6 +84,78 @@ TEST(ParseConfTest, RejectsBadInput) {
   EXPECT_THAT(
       std::string(ParsePytorchAllocConf("nonsense:1").status().message()),
       ::testing::HasSubstr("unrecognised key 'nonsense'"));
+}
+
+// Every error message, word for word.
+TEST(ParseConfTest, ErrorMessagesExactly) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {R"(max_split_size_mb)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected ':' after 'max_split_size_mb')"},
+      {R"(max_split_size_mb:)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: no value for 'max_split_size_mb')"},
+      {R"(max_split_size_mb:x)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected a number after ':')"},
+      {R"(max_split_size_mb:10)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb must be >= the large segment size (20))"},
+      {R"(max_split_size_mb:40,large_segment_size_mb:11)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: large_segment_size_mb must be an even number > 10)"},
+      {R"(large_segment_size_mb:10)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: large_segment_size_mb must be an even number > 10)"},
+      {R"(large_segment_size_mb:13)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: large_segment_size_mb must be an even number > 10)"},
+      {R"(max_non_split_rounding_mb:q)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected a number after ':')"},
+      {R"(roundup_power2_divisions:3)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: roundup_power2_divisions must be a power of 2)"},
+      {R"(roundup_power2_divisions:x)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected a number after ':')"},
+      {R"(roundup_power2_divisions:0)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: roundup_power2_divisions must be a power of 2)"},
+      {R"(roundup_power2_divisions:[256:1)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: missing ']')"},
+      {R"(roundup_power2_divisions:[256:3])",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: roundup_power2_divisions values must be powers of 2)"},
+      {R"(roundup_power2_divisions:[300:2])",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: roundup_power2_divisions sizes must be powers of 2)"},
+      {R"(roundup_power2_divisions:[256])",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected 'MB:divisions' in roundup_power2_divisions)"},
+      {R"(roundup_power2_divisions:[x:2])",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: roundup_power2_divisions sizes must be powers of 2)"},
+      {R"(roundup_power2_divisions:[>:y])",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected a number after ':')"},
+      {R"(expandable_segments:True max_split_size_mb:40)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected ',' before 'max_split_size_mb')"},
+      {R"(nonsense:1)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: unrecognised key 'nonsense')"},
+      {R"(:)", R"(bad PYTORCH_CUDA_ALLOC_CONF: expected ':' after ':')"},
+      {R"(,)", R"(bad PYTORCH_CUDA_ALLOC_CONF: expected ':' after ',')"},
+      {R"(max_split_size_mb:40,,)",
+       R"(bad PYTORCH_CUDA_ALLOC_CONF: expected ':' after ',')"},
+  };
+  for (const auto& [conf, message] : kCases) {
+    absl::StatusOr<PytorchAllocConfig> c = ParsePytorchAllocConf(conf);
+    ASSERT_FALSE(c.ok()) << conf;
+    EXPECT_EQ(c.status().message(), message) << conf;
+  }
+}
+
+// Blanks separate words like FRAGFREE_CONF's (allocator/base/config_tokens.h);
+// ignored keys may take a word or a list.
+TEST(ParseConfTest, AcceptsIgnoredKeysListsAndBlanks) {
+  for (const char* good :
+       {R"(large_segment_size_mb:12)",
+        R"(roundup_power2_divisions:[256:2,>:4])",
+        R"(roundup_power2_divisions:[256:2 >:4])",
+        R"(expandable_segments:True)", R"(backend:[a,b])",
+        R"(pinned_num_register_threads:8,garbage_collection_threshold:0.6)",
+        R"(max_split_size_mb:40,)"}) {
+    EXPECT_TRUE(ParsePytorchAllocConf(good).ok()) << good;
+  }
+  absl::StatusOr<PytorchAllocConfig> c =
+      ParsePytorchAllocConf(" roundup_power2_divisions : [ 256:2 >:4 ] ");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->roundup_power2_divisions[8], 2u);
+  EXPECT_EQ(c->roundup_power2_divisions[9], 4u);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@ ff_snapshot_json (``{"segments": [...], "device_traces": [[...]]}``), writing it
 as a pickle that PyTorch's tools read (``python -m torch.cuda._memory_viz
 trace_plot``, pytorch.org/memory_viz) or as JSON, and ``check_pickle_opcodes``,
 which verifies a pickle uses only the opcodes MemoryViz's JavaScript unpickler
-accepts (reference/pytorch_allocator.md §2).
+accepts (torch/utils/viz/MemoryViz.js).
 
 The dict contains only dict/list/tuple/str/int/float/bool/None (no OrderedDict,
 no sets), so ``pickle`` protocol 4 emits only accepted opcodes.

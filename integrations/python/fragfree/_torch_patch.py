@@ -4,7 +4,7 @@ Owns (1) ``install_pluggable``: the CUDAPluggableAllocator over
 fragfree_malloc/fragfree_free with every hook PyTorch offers registered, made
 current with change_current_allocator; and (2) ``patch_torch``: replacing
 torch's Python memory APIs, which raise with a bare pluggable allocator
-(reference/pytorch_allocator.md §1.3), with versions that answer from
+(torch/cuda/memory.py, PyTorch 2.11), with versions that answer from
 libfragfree's stats and snapshots. Patched: every function in ``PATCHED`` in
 torch.cuda.memory, the same objects re-exported in torch.cuda, and the
 torch.accelerator memory functions when the accelerator is CUDA.

@@ -22,7 +22,7 @@ SCALARS = ["num_alloc_retries", "num_ooms", "max_split_size", "num_sync_all_stre
 
 def torch_keys() -> list[str]:
     """Every key of torch.cuda.memory_stats() on PyTorch 2.11's native allocator
-    (reference/pytorch_allocator.md §5), except the 2.12+ num_oom_rejections."""
+    (DeviceStats, c10/core/CachingDeviceAllocator.h), except the 2.12+ num_oom_rejections."""
     keys = [f"{g}.{p}.{m}" for g in STAT_ARRAYS for p in POOLS for m in METRICS]
     keys += [f"{g}.{m}" for g in ("oversize_allocations", "oversize_segments") for m in METRICS]
     return keys + SCALARS

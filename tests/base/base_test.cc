@@ -1,0 +1,65 @@
+// Unit tests of allocator/base's pure helpers: byte units and power-of-two
+// arithmetic (units.h), the configuration tokenizer (config_tokens.h) and HTML
+// escaping (html.h).
+#include <string>
+#include <vector>
+
+#include "allocator/base/config_tokens.h"
+#include "allocator/base/html.h"
+#include "allocator/base/units.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+TEST(Units, AlignmentAndPowersOfTwo) {
+  EXPECT_EQ(AlignUp(1, 512), 512u);
+  EXPECT_EQ(AlignUp(512, 512), 512u);
+  EXPECT_EQ(AlignDown(1023, 512), 512u);
+  EXPECT_TRUE(IsPowerOfTwo(1));
+  EXPECT_TRUE(IsPowerOfTwo(kGiB));
+  EXPECT_FALSE(IsPowerOfTwo(0));
+  EXPECT_FALSE(IsPowerOfTwo(3 * kMiB));
+  EXPECT_EQ(Log2Floor(1), 0);
+  EXPECT_EQ(Log2Floor(kMiB), 20);
+  EXPECT_EQ(Log2Floor(kMiB + 1), 20);
+  EXPECT_EQ(Log2Floor(2 * kMiB - 1), 20);
+}
+
+TEST(Units, RoundUpPower2Division) {
+  EXPECT_EQ(RoundUpPower2Division(1200, 4), 1280u);  // PyTorch's example
+  EXPECT_EQ(RoundUpPower2Division(1024, 4), 1024u);  // powers of two stay
+  EXPECT_EQ(RoundUpPower2Division(1280, 4), 1280u);  // on a step stays
+  EXPECT_EQ(RoundUpPower2Division(3, 4), 4u);        // step below 1: next power
+  EXPECT_EQ(RoundUpPower2Division(5 * kMiB, 1), 8 * kMiB);
+  EXPECT_EQ(RoundUpPower2Division(5 * kMiB + 1, 8), 5 * kMiB + kMiB / 2);
+}
+
+TEST(Units, FormatBytes) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(3 * kKiB / 2), "1.50 KiB");
+  EXPECT_EQ(FormatBytes(kMiB), "1.00 MiB");
+  EXPECT_EQ(FormatBytes(3 * kGiB / 2), "1.50 GiB");
+}
+
+TEST(ConfigTokens, PunctuationIsATokenAndBlanksSeparateWords) {
+  EXPECT_EQ(TokenizeConfig("a:1,b:[x:2,>:4]"),
+            (std::vector<std::string>{"a", ":", "1", ",", "b", ":", "[", "x",
+                                      ":", "2", ",", ">", ":", "4", "]"}));
+  EXPECT_EQ(TokenizeConfig(" a : 1\t b\r\n:2 "),
+            (std::vector<std::string>{"a", ":", "1", "b", ":", "2"}));
+  EXPECT_EQ(TokenizeConfig("path:/tmp/a:b.pickle"),
+            (std::vector<std::string>{"path", ":", "/tmp/a", ":", "b.pickle"}));
+  EXPECT_TRUE(TokenizeConfig("").empty());
+  EXPECT_TRUE(TokenizeConfig(" \t\n").empty());
+  EXPECT_EQ(TokenizeConfig(",,"), (std::vector<std::string>{",", ","}));
+}
+
+TEST(Html, EscapesMarkupAndQuotes) {
+  EXPECT_EQ(HtmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(HtmlEscape("plain 1.5 GiB"), "plain 1.5 GiB");
+  EXPECT_EQ(HtmlEscape(""), "");
+}
+
+}  // namespace
+}  // namespace fragfree

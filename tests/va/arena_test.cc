@@ -1,0 +1,211 @@
+// Unit tests of Arena (allocator/va/arena.h) on the simulated backend:
+// placement (best fit, mapped holes preferred), splitting and coalescing that
+// keep the blocks tiling the range, mapping exactly the missing pages, and
+// unmapping whole free pages into the reclaim index.
+#include "allocator/va/arena.h"
+
+#include <memory>
+
+#include "allocator/phys/simulated_backend.h"
+#include "allocator/va/page_pool.h"
+#include "allocator/va/reclaim_queue.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+constexpr size_t kPage = 2 << 20;
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Arena>> a =
+        Arena::Create(&backend_, &pool_, &blocks_, &queue_, 16 * kPage,
+                      ArenaKind::kLarge, /*stream_slot=*/0, StreamHandle{});
+    ASSERT_TRUE(a.ok()) << a.status();
+    arena_ = std::move(*a);
+  }
+  void TearDown() override {
+    // Every page back to the pool, then to the device.
+    for (const Block* b = arena_->first_block(); b != nullptr; b = b->next) {
+      ASSERT_TRUE(b->is_free());
+      PageList pages;
+      ASSERT_TRUE(arena_->UnmapFreePages(b, SIZE_MAX, &pages).ok());
+      for (PageId p : pages) pool_.ReturnIdle(p);
+    }
+    ASSERT_EQ(arena_->mapped_pages(), 0u);
+    arena_.reset();
+    ASSERT_TRUE(pool_.ReleaseIdle(0).ok());
+    EXPECT_EQ(backend_.MemoryInfo().free_bytes, 64 * kPage);
+  }
+
+  // Allocates `size` bytes and maps the pages it lacks.
+  Block* AllocateMapped(size_t size) {
+    Block* b = arena_->Allocate(size, size);
+    if (b == nullptr) return nullptr;
+    PageList pages;
+    for (size_t i = arena_->UnmappedPages(b); i > 0; --i) {
+      PageId p;
+      if (!pool_.TakeIdle(&p) && !pool_.CreatePage(&p).ok()) return nullptr;
+      pages.push_back(p);
+    }
+    if (!arena_->MapPages(b, pages).ok()) return nullptr;
+    return b;
+  }
+
+  // The blocks tile [base, base + size) in address order, and no two free
+  // blocks are neighbours.
+  void ExpectTiled() const {
+    uintptr_t at = arena_->base();
+    const Block* prev = nullptr;
+    for (const Block* b = arena_->first_block(); b != nullptr; b = b->next) {
+      EXPECT_EQ(b->addr, at);
+      EXPECT_EQ(b->prev, prev);
+      if (prev != nullptr) EXPECT_FALSE(prev->is_free() && b->is_free());
+      at = b->end();
+      prev = b;
+    }
+    EXPECT_EQ(at, arena_->base() + arena_->size());
+  }
+
+  SimulatedBackend backend_{64 * kPage, kPage};
+  PagePool pool_{&backend_, 64 * kPage};
+  BlockPool blocks_;
+  ReclaimQueue queue_;
+  std::unique_ptr<Arena> arena_;
+};
+
+TEST_F(ArenaTest, StartsAsOneFreeUnmappedBlock) {
+  EXPECT_TRUE(arena_->IsEmpty());
+  EXPECT_EQ(arena_->size(), 16 * kPage);
+  EXPECT_EQ(arena_->page_size(), kPage);
+  EXPECT_EQ(arena_->mapped_pages(), 0u);
+  EXPECT_EQ(arena_->first_block()->size, 16 * kPage);
+  EXPECT_TRUE(arena_->Contains(arena_->base() + 16 * kPage - 1));
+  EXPECT_FALSE(arena_->Contains(arena_->base() + 16 * kPage));
+}
+
+TEST_F(ArenaTest, MapsExactlyThePagesAnAllocationLacks) {
+  Block* a = arena_->Allocate(kPage + 512, kPage + 1);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->addr, arena_->base());
+  EXPECT_EQ(a->size, kPage + 512);
+  EXPECT_EQ(a->requested, kPage + 1);
+  EXPECT_EQ(arena_->UnmappedPages(a), 2u);  // it straddles two pages
+  EXPECT_FALSE(arena_->IsFullyMapped(a));
+  PageList pages;
+  for (int i = 0; i < 2; ++i) {
+    PageId p;
+    ASSERT_TRUE(pool_.CreatePage(&p).ok());
+    pages.push_back(p);
+  }
+  ASSERT_TRUE(arena_->MapPages(a, pages).ok());
+  EXPECT_TRUE(arena_->IsFullyMapped(a));
+  EXPECT_EQ(arena_->mapped_pages(), 2u);
+  EXPECT_EQ(arena_->MappedBytes(a), a->size);
+  EXPECT_TRUE(arena_->IsPageMapped(0));
+  EXPECT_TRUE(arena_->IsPageMapped(1));
+  EXPECT_FALSE(arena_->IsPageMapped(2));
+  // The next block shares page 1: it needs one new page, not two.
+  Block* b = arena_->Allocate(kPage, kPage);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->addr, a->end());
+  EXPECT_EQ(arena_->UnmappedPages(b), 1u);
+  EXPECT_EQ(arena_->BlockContaining(a->addr + 7), a);
+  EXPECT_EQ(arena_->BlockContaining(b->addr), b);
+  arena_->Release(b, /*free_epoch=*/1);
+  arena_->Release(a, /*free_epoch=*/1);
+  ExpectTiled();
+}
+
+TEST_F(ArenaTest, ReleaseCoalescesWithFreeNeighbours) {
+  Block* a = arena_->Allocate(kPage, kPage);
+  Block* b = arena_->Allocate(kPage, kPage);
+  Block* c = arena_->Allocate(kPage, kPage);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(b->addr, a->end());
+  EXPECT_EQ(c->addr, b->end());
+  ExpectTiled();
+  Block* free_b = arena_->Release(b, /*free_epoch=*/3);
+  EXPECT_EQ(free_b->addr, b->addr);
+  EXPECT_EQ(free_b->free_epoch, 3u);
+  ExpectTiled();
+  // a merges with the hole after it; the merged block keeps the later epoch.
+  Block* free_ab = arena_->Release(a, /*free_epoch=*/2);
+  EXPECT_EQ(free_ab->addr, arena_->base());
+  EXPECT_EQ(free_ab->size, 2 * kPage);
+  EXPECT_EQ(free_ab->free_epoch, 3u);
+  ExpectTiled();
+  EXPECT_FALSE(arena_->IsEmpty());
+  arena_->Release(c, /*free_epoch=*/4);
+  EXPECT_TRUE(arena_->IsEmpty());
+  EXPECT_EQ(arena_->first_block()->size, 16 * kPage);
+}
+
+TEST_F(ArenaTest, PrefersAMappedHoleOverABetterFittingUnmappedRange) {
+  Block* a = AllocateMapped(2 * kPage);
+  Block* b = AllocateMapped(6 * kPage);
+  Block* c = AllocateMapped(5 * kPage);
+  ASSERT_TRUE(a && b && c);
+  const uintptr_t hole = b->addr;
+  arena_->Release(b, /*free_epoch=*/1, /*free_seq=*/5);
+  // Free now: the 6-page mapped hole, and the unmapped 3-page tail, which fits
+  // a 3-page request exactly. Mapping would cost 3 new pages; the hole none.
+  Block* d = arena_->Allocate(3 * kPage, 3 * kPage);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(arena_->UnmappedPages(d), 0u);
+  EXPECT_GE(d->addr, hole);
+  EXPECT_LE(d->end(), hole + 6 * kPage);
+  ExpectTiled();
+  // The rest of the hole serves the next 3 pages; only then the tail, which
+  // needs its 3 pages mapped.
+  Block* e = arena_->Allocate(3 * kPage, 3 * kPage);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(arena_->UnmappedPages(e), 0u);
+  Block* f = arena_->Allocate(3 * kPage, 3 * kPage);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->addr, c->end());
+  EXPECT_EQ(arena_->UnmappedPages(f), 3u);
+  ExpectTiled();
+  for (Block* x : {a, c, d, e, f}) arena_->Release(x, /*free_epoch=*/2);
+}
+
+TEST_F(ArenaTest, UnmapsWholeFreePagesAndIndexesReclaimableHoles) {
+  Block* a = AllocateMapped(3 * kPage);
+  Block* guard = AllocateMapped(512);  // keeps the hole from merging away
+  ASSERT_TRUE(a && guard);
+  EXPECT_EQ(arena_->mapped_pages(), 4u);
+  EXPECT_EQ(queue_.size(), 0u);
+  Block* hole = arena_->Release(a, /*free_epoch=*/1, /*free_seq=*/7);
+  EXPECT_EQ(arena_->ReclaimablePages(hole), 3u);
+  EXPECT_TRUE(hole->queued);
+  EXPECT_EQ(queue_.front(), hole);
+  PageList pages;
+  VaRuns runs;
+  ASSERT_TRUE(arena_->UnmapFreePages(hole, 2, &pages, &runs).ok());
+  EXPECT_EQ(pages.size(), 2u);
+  EXPECT_EQ(arena_->mapped_pages(), 2u);
+  EXPECT_EQ(arena_->ReclaimablePages(hole), 1u);
+  size_t run_bytes = 0;
+  for (const auto& [addr, bytes] : runs) run_bytes += bytes;
+  EXPECT_EQ(run_bytes, 2 * kPage);
+  ASSERT_TRUE(arena_->UnmapFreePages(hole, SIZE_MAX, &pages).ok());
+  EXPECT_EQ(pages.size(), 3u);
+  EXPECT_EQ(arena_->ReclaimablePages(hole), 0u);
+  EXPECT_FALSE(hole->queued);  // nothing left to reclaim: out of the index
+  EXPECT_EQ(queue_.size(), 0u);
+  for (PageId p : pages) pool_.ReturnIdle(p);
+  arena_->Release(guard, /*free_epoch=*/2);
+  ExpectTiled();
+}
+
+TEST_F(ArenaTest, ReturnsNullWhenNoFreeRangeFits) {
+  Block* all = arena_->Allocate(16 * kPage, 16 * kPage);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(arena_->Allocate(512, 512), nullptr);
+  arena_->Release(all, /*free_epoch=*/1);
+  EXPECT_TRUE(arena_->IsEmpty());
+}
+
+}  // namespace
+}  // namespace fragfree
