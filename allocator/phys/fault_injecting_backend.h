@@ -51,15 +51,7 @@ class FaultInjectingBackend final : public ForwardingBackend {
   absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override;
   absl::Status Unmap(uintptr_t va, size_t size) override;
   absl::Status SetAccess(uintptr_t va, size_t size) override;
-  // Sharing passes through uninjected (docs/ipc.md).
-  bool CanExport() const override { return inner_->CanExport(); }
-  absl::StatusOr<SharedPage> Export(PhysHandle handle) override {
-    return inner_->Export(handle);
-  }
-  absl::StatusOr<PhysHandle> Import(int fd, uint64_t offset,
-                                    size_t size) override {
-    return inner_->Import(fd, offset, size);
-  }
+  // Sharing (docs/ipc.md) passes through uninjected: ForwardingBackend.
 
  private:
   struct Fault {

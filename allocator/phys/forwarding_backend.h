@@ -47,6 +47,14 @@ class ForwardingBackend : public PhysicalBackend {
   absl::Status SetAccess(uintptr_t va, size_t size) override {
     return inner_->SetAccess(va, size);
   }
+  bool CanExport() const override { return inner_->CanExport(); }
+  absl::StatusOr<SharedPage> Export(PhysHandle handle) override {
+    return inner_->Export(handle);
+  }
+  absl::StatusOr<PhysHandle> Import(int fd, uint64_t offset,
+                                    size_t size) override {
+    return inner_->Import(fd, offset, size);
+  }
 
  private:
   std::unique_ptr<PhysicalBackend> inner_;

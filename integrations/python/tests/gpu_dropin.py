@@ -152,8 +152,14 @@ def _():
     path = os.path.join(OUT, "snapshot.pickle")
     torch.cuda.memory._dump_snapshot(path)
     torch.cuda.memory._record_memory_history(enabled=None)
-    snap = torch.cuda.memory._snapshot()
+    import pickle
+
+    with open(path, "rb") as f:
+        snap = pickle.load(f)
     traces = sum(len(t) for t in snap.get("device_traces", []))
+    actions = {e.get("action") for t in snap.get("device_traces", []) for e in t}
+    assert traces >= 4, f"the dumped snapshot has {traces} trace events (3 allocs + 1 free made)"
+    assert {"alloc", "free_requested"} <= actions or {"alloc", "free_completed"} <= actions, actions
     html = os.path.join(OUT, "trace.html")
     r = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", path,
                         "-o", html], capture_output=True, text=True, timeout=300)
