@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/base/metadata_arena.h"
@@ -203,8 +204,14 @@ class DeviceAllocator : public MetadataObject {
   // hold the lock throughout (other calls on this device wait).
   absl::Status Pause(const std::vector<RegionTag>& tags, BackupMode backup)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Resume(const std::vector<RegionTag>& tags)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `keep_backup`: the backups' host chunks go to the device's pool of kept
+  // backup memory (reused by the next pause of any tag, freed by
+  // ReleaseBackup) instead of being freed.
+  absl::Status Resume(const std::vector<RegionTag>& tags,
+                      bool keep_backup = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // Frees the kept backup memory (not the backups of paused tags); the bytes
+  // freed.
+  size_t ReleaseBackup() ABSL_LOCKS_EXCLUDED(mu_);
   // The tags that have memory or state on this device, paused or not.
   std::vector<TagSleepInfo> SleepInfo() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -342,7 +349,12 @@ class DeviceAllocator : public MetadataObject {
   absl::Status StartBackup(const MetadataVector<Arena*>& arenas,
                            Backup* backup, MetadataVector<BackupMark>* marks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CopyBack(RegionTag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps (map_range) and starts copying back the tag's backup, piece by
+  // piece; *last_ticket: the last copy's ticket (or unchanged).
+  absl::Status RestoreBackup(
+      RegionTag tag,
+      absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range,
+      uint64_t* last_ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unmaps every page of `arena` in [addr, addr + size), under live blocks
   // too (pages go idle); the caller knows no GPU work uses them.
   absl::Status UnmapRange(Arena* arena, uintptr_t addr, size_t size)

@@ -7,6 +7,7 @@
 // live-table entries, not their pages. Thread-safety: see device_allocator.h.
 #include <algorithm>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allocator/base/units.h"
@@ -16,8 +17,10 @@ namespace fragfree {
 namespace {
 
 // Backup copies are issued (and their pages unmapped once done) in pieces of
-// at most this many bytes, so that unmapping overlaps the copies.
-constexpr size_t kBackupPieceBytes = size_t{256} << 20;
+// at most this many bytes, so that unmapping piece k overlaps copying the
+// pieces after it; restores map and copy in pieces of the same size, so that
+// mapping piece k+1 overlaps copying piece k.
+constexpr size_t kBackupPieceBytes = size_t{128} << 20;
 
 std::string TagNames(const MetadataVector<RegionTag>& tags) {
   return absl::StrJoin(tags, ", ", [](std::string* out, RegionTag t) {
@@ -187,21 +190,29 @@ absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
         if (absl::Status s = flush(); !s.ok()) return s;
         continue;
       }
-      absl::StatusOr<char*> host = backup->Reserve(b->size);
-      if (!host.ok()) return host.status();
-      const uintptr_t h = reinterpret_cast<uintptr_t>(*host);
-      if (bytes > 0 && (b->addr != lo + bytes || h != host_lo + bytes)) {
-        if (absl::Status s = flush(); !s.ok()) return s;
+      // An allocation may span host chunks: one entry per piece.
+      for (size_t off = 0; off < b->size;) {
+        absl::StatusOr<std::pair<char*, size_t>> host =
+            backup->Reserve(b->size - off);
+        if (!host.ok()) return host.status();
+        const uintptr_t h = reinterpret_cast<uintptr_t>(host->first);
+        const uintptr_t d = b->addr + off;
+        if (bytes > 0 && (d != lo + bytes || h != host_lo + bytes)) {
+          if (absl::Status s = flush(); !s.ok()) return s;
+        }
+        if (bytes == 0) {
+          lo = d;
+          host_lo = h;
+        }
+        bytes += host->second;
+        backup->entries().push_back(
+            {b->addr, b->size, d, host->second, host->first});
+        off += host->second;
       }
-      if (bytes == 0) {
-        lo = b->addr;
-        host_lo = h;
-      }
-      bytes += b->size;
-      backup->entries().push_back({b->addr, b->size, *host});
     }
     if (absl::Status s = flush(); !s.ok()) return s;
   }
+  backup->FinishReserving();
   return absl::OkStatus();
 }
 
@@ -221,10 +232,12 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
     undo();
     return s;
   }
-  size_t live_bytes = 0;
+  size_t live_bytes = 0;  // each rounded as Backup::Reserve rounds it
   for (Arena* a : arenas) {
     for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
-      if (b->state == BlockState::kAllocated) live_bytes += b->size;
+      if (b->state == BlockState::kAllocated) {
+        live_bytes += AlignUp(b->size, Backup::kAlign);
+      }
     }
   }
   std::unique_ptr<Backup> backup;
@@ -238,12 +251,18 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
         return copier.status();
       }
       sleep_.copier = std::move(*copier);
+      sleep_.pool.set_copier(sleep_.copier.get());
     }
-    backup = std::make_unique<Backup>(sleep_.copier.get(), live_bytes);
+    // Kept chunks first (sleep_.pool), new ones pinned ahead of the copies.
+    backup = std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool,
+                                      live_bytes);
+    backup->Start();
     if (absl::Status s = StartBackup(arenas, backup.get(), &marks); !s.ok()) {
       // The copies issued write into the backup's host memory: let them end
-      // before it goes. Nothing was unmapped: the tag is as it was.
+      // before it goes. Nothing was unmapped: the tag is as it was, and so is
+      // the kept memory (chunks taken from it go back; new ones are freed).
       sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
+      backup->Abandon();
       backup.reset();
       undo();
       return absl::Status(
@@ -313,47 +332,56 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
   return status;
 }
 
-absl::Status DeviceAllocator::CopyBack(RegionTag tag) {
+absl::Status DeviceAllocator::RestoreBackup(
+    RegionTag tag, absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)>
+                       map_range,
+    uint64_t* last_ticket) {
   TagSleepState& t = sleep_.For(tag);
   if (t.backup == nullptr || !sleep_.copier->copies_contents()) {
     return absl::OkStatus();
   }
   BackupCopier& copier = *sleep_.copier;
-  uint64_t last = 0;
-  // Runs of entries adjacent on both sides whose allocations are still live
-  // (one freed while paused is skipped: its memory is free).
+  // Runs of pieces adjacent on both sides (in one arena, at most
+  // kBackupPieceBytes) whose allocations are still live (one freed while
+  // paused is skipped: its memory is free). Each run's pages are mapped, then
+  // its copy starts: mapping the next run overlaps it.
+  Arena* arena = nullptr;
   uintptr_t lo = 0, host_lo = 0;
   size_t bytes = 0;
   auto flush = [&]() -> absl::Status {
     if (bytes == 0) return absl::OkStatus();
+    if (absl::Status s = map_range(arena, lo, bytes); !s.ok()) return s;
     absl::StatusOr<uint64_t> ticket =
         copier.CopyToDevice(lo, reinterpret_cast<const void*>(host_lo), bytes);
     if (!ticket.ok()) return ticket.status();
-    last = *ticket;
+    *last_ticket = std::max(*last_ticket, *ticket);
     bytes = 0;
     return absl::OkStatus();
   };
   for (const Backup::Entry& e : t.backup->entries()) {
-    const LiveEntry* live = live_.Find(e.addr);
-    if (live == nullptr || live->block->size != e.size) {
+    const LiveEntry* live = live_.Find(e.block);
+    if (live == nullptr || live->block->size != e.block_size) {
       if (absl::Status s = flush(); !s.ok()) return s;
       continue;
     }
     const uintptr_t h = reinterpret_cast<uintptr_t>(e.host);
-    if (bytes > 0 && (e.addr != lo + bytes || h != host_lo + bytes)) {
+    if (bytes > 0 &&
+        (live->block->arena != arena || e.addr != lo + bytes ||
+         h != host_lo + bytes || bytes + e.size > kBackupPieceBytes)) {
       if (absl::Status s = flush(); !s.ok()) return s;
     }
     if (bytes == 0) {
+      arena = live->block->arena;
       lo = e.addr;
       host_lo = h;
     }
     bytes += e.size;
   }
-  if (absl::Status s = flush(); !s.ok()) return s;
-  return copier.WaitFor(last);
+  return flush();
 }
 
-absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
+absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
+                                     bool keep_backup) {
   MutexLock lock(&mu_);
   if (capturing_ > 0) {
     return absl::FailedPreconditionError(
@@ -367,8 +395,8 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
     }
   }
   if (todo.empty()) return absl::OkStatus();
-  // Runs of live blocks, each mapped as one range (pages and access set in
-  // batches). Pages a run shares with the previous one are mapped once.
+  // Ranges mapped as one (pages and access set in batches). Pages a range
+  // shares with one mapped before are mapped once.
   struct Mapped {
     Arena* arena;
     uintptr_t addr;
@@ -376,39 +404,57 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
   };
   MetadataVector<Mapped> mapped;
   size_t needed_pages = 0;
+  RequestState request;  // one request: counted once, each range given back
+  auto map_range = [&](Arena* a, uintptr_t addr,
+                       size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Block run;  // a stand-in spanning the range, for MapUnder
+    run.arena = a;
+    run.addr = addr;
+    run.size = size;
+    run.state = BlockState::kAllocated;
+    const size_t missing = a->UnmappedPages(&run);
+    needed_pages += missing;
+    if (missing == 0 && !a->HasPagesWithoutAccess(&run)) {
+      return absl::OkStatus();
+    }
+    absl::Status s = MapUnder(&run, missing, &request);
+    if (s.ok()) mapped.push_back({a, addr, size});
+    return s;
+  };
   absl::Status status;
-  RequestState request;  // one request: counted once, each run given back
-  for (RegionTag tag : todo) {
-    for (Arena* a : ArenasOfTag(tag)) {
+  // Tags with a backup: piece by piece, map then start the copy.
+  uint64_t last_ticket = 0;
+  for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
+    status = RestoreBackup(todo[i], map_range, &last_ticket);
+  }
+  // Every run of adjacent live blocks (tags without a backup; anything the
+  // backups did not cover) mapped as one range.
+  for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
+    for (Arena* a : ArenasOfTag(todo[i])) {
       for (const Block* b = a->first_block(); b != nullptr && status.ok();) {
         if (b->is_free()) {
           b = b->next;
           continue;
         }
-        Block run;  // a stand-in spanning the run, for MapUnder
-        run.arena = a;
-        run.addr = b->addr;
-        run.state = BlockState::kAllocated;
+        const uintptr_t addr = b->addr;
+        uintptr_t end = addr;
         while (b != nullptr && !b->is_free()) {
-          run.size = b->end() - run.addr;
+          end = b->end();
           b = b->next;
         }
-        const size_t missing = a->UnmappedPages(&run);
-        needed_pages += missing;
-        if (missing == 0 && !a->HasPagesWithoutAccess(&run)) continue;
-        status = MapUnder(&run, missing, &request);
-        if (status.ok()) mapped.push_back({a, run.addr, run.size});
+        status = map_range(a, addr, end - addr);
       }
       if (!status.ok()) break;
     }
-    if (!status.ok()) break;
   }
-  for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
-    status = CopyBack(todo[i]);
-  }
+  if (status.ok() && last_ticket > 0) status = sleep_.copier->WaitFor(last_ticket);
   if (!status.ok()) {
-    // All or nothing: the pages this call mapped (no GPU work has used them)
-    // are unmapped and released; the tags stay paused with their backups.
+    // All or nothing: copies in flight end first (they write into the pages);
+    // then the pages this call mapped (no program work has used them) are
+    // unmapped and released; the tags stay paused with their backups.
+    if (sleep_.copier != nullptr) {
+      sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
+    }
     for (size_t i = mapped.size(); i-- > 0;) {
       UnmapRange(mapped[i].arena, mapped[i].addr, mapped[i].size).IgnoreError();
     }
@@ -429,14 +475,27 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags) {
             FormatBytes(limit_bytes_), FormatBytes(info.free_bytes),
             FormatBytes(info.total_bytes)));
   }
+  // The backups' host memory: kept for the next pause (keep_backup), or
+  // freed now, after the copies out of it completed (unpinned on the
+  // copier's host threads at once).
   for (RegionTag tag : todo) {
     TagSleepState& t = sleep_.For(tag);
     t.paused = false;
-    t.backup.reset();  // the host copy (pinned memory too) goes now
+    if (t.backup != nullptr) {
+      if (keep_backup && sleep_.copier->copies_contents()) {
+        t.backup->GiveChunksTo(&sleep_.pool);
+      }
+      t.backup.reset();
+    }
     for (Arena* a : ArenasOfTag(tag)) RestoreQuickCache(a);
   }
   ++sleep_.num_resumes;
   return absl::OkStatus();
+}
+
+size_t DeviceAllocator::ReleaseBackup() {
+  MutexLock lock(&mu_);
+  return sleep_.pool.Release();
 }
 
 std::vector<TagSleepInfo> DeviceAllocator::SleepInfo() const {
@@ -481,6 +540,7 @@ void DeviceAllocator::UpdateSleepGaugesLocked() {
   stats_.paused_tags = paused_tags;
   stats_.paused_bytes = paused_bytes;
   stats_.backup_bytes = backup_bytes;
+  stats_.kept_backup_bytes = int64_t(sleep_.pool.bytes());
   stats_.num_pauses = sleep_.num_pauses;
   stats_.num_resumes = sleep_.num_resumes;
   stats_.num_resume_failures = sleep_.num_resume_failures;

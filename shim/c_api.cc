@@ -57,13 +57,13 @@ DeviceAllocator* OwnerOf(const void* ptr) {
 int OneDevice(int device) { return device < 0 ? 0 : device; }
 
 // ff_stats_t's layout, pinned: version 1's fields, then what version 2
-// appended (sleep and wake). The struct is generated
+// appended (sleep and wake), then version 3's kept_backup_bytes. The struct is generated
 // from the field lists (allocator/obs/stat_fields.h), so a field added to any
 // list but the very end moves every field after it, and an old caller would
 // read the wrong numbers. If one of these fails, the ABI changed: append the
 // new field at the end instead, or bump FF_STATS_VERSION and give the new
 // layout its own checks.
-static_assert(FF_STATS_VERSION == 2, "ff_stats_t changed: pin its new layout");
+static_assert(FF_STATS_VERSION == 3, "ff_stats_t changed: pin its new layout");
 static_assert(sizeof(ff_stat_t) == 32);
 static_assert(offsetof(ff_stats_t, size) == 0);
 static_assert(offsetof(ff_stats_t, version) == 4);
@@ -113,14 +113,15 @@ static_assert(offsetof(ff_stats_t, version) == 4);
   X(backup_bytes, 1232)           \
   X(num_pauses, 1240)             \
   X(num_resumes, 1248)            \
-  X(num_resume_failures, 1256)
+  X(num_resume_failures, 1256)   \
+  X(kept_backup_bytes, 1264)
 #define FF_PIN_OFFSET(name, offset)                   \
   static_assert(offsetof(ff_stats_t, name) == offset, \
                 "ff_stats_t." #name " moved: an ABI change");
 FF_STATS_V1_OFFSETS(FF_PIN_OFFSET)
 #undef FF_PIN_OFFSET
 #undef FF_STATS_V1_OFFSETS
-static_assert(sizeof(ff_stats_t) == 1264,
+static_assert(sizeof(ff_stats_t) == 1272,
               "ff_stats_t grew: a new layout needs a new FF_STATS_VERSION");
 // Every field of the lists is pinned above: the count of fields must match.
 #define FF_COUNT(name) +1
@@ -128,7 +129,7 @@ static_assert(0 FF_STAT_ARRAY_FIELDS(FF_COUNT) == 9 &&
                   0 FF_STAT_FIELDS(FF_COUNT) == 4 &&
                   0 FF_COUNTER_FIELDS(FF_COUNT) == 16 &&
                   0 FF_GAUGE_FIELDS(FF_COUNT) == 8 &&
-                  0 FF_SLEEP_FIELDS(FF_COUNT) == 6,
+                  0 FF_SLEEP_FIELDS(FF_COUNT) == 7,
               "a stat field was added or removed: pin ff_stats_t's layout");
 #undef FF_COUNT
 
@@ -687,11 +688,32 @@ ff_status_t ff_pause(const char* const* tags, int ntags, int backup) {
 }
 
 ff_status_t ff_resume(const char* const* tags, int ntags) {
+  return ff_resume_ex(tags, ntags, 0);
+}
+
+ff_status_t ff_resume_ex(const char* const* tags, int ntags, unsigned flags) {
   Runtime& rt = Runtime::Get();
+  if ((flags & ~unsigned{FF_RESUME_KEEP_BACKUP}) != 0) {
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_resume_ex: unknown flags 0x%x (FF_RESUME_KEEP_BACKUP is 0x%x)",
+        flags, unsigned{FF_RESUME_KEEP_BACKUP})));
+  }
   absl::StatusOr<std::vector<fragfree::RegionTag>> ids =
-      TagsOf("ff_resume", tags, ntags);
+      TagsOf(flags != 0 ? "ff_resume_ex" : "ff_resume", tags, ntags);
   if (!ids.ok()) return rt.Report(ids.status());
-  return ForDevices(-1, [&](DeviceAllocator& d) { return d.Resume(*ids); });
+  const bool keep = (flags & FF_RESUME_KEEP_BACKUP) != 0;
+  return ForDevices(-1,
+                    [&](DeviceAllocator& d) { return d.Resume(*ids, keep); });
+}
+
+ff_status_t ff_release_backup(size_t* freed) {
+  size_t total = 0;
+  ff_status_t status = ForDevices(-1, [&](DeviceAllocator& d) {
+    total += d.ReleaseBackup();
+    return absl::OkStatus();
+  });
+  if (freed != nullptr) *freed = total;
+  return status;
 }
 
 size_t ff_paused_json(int device, char* buf, size_t len) {

@@ -63,6 +63,7 @@
   X(backup_bytes)          \
   X(num_pauses)            \
   X(num_resumes)           \
-  X(num_resume_failures)
+  X(num_resume_failures)   \
+  X(kept_backup_bytes)
 
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -43,6 +43,10 @@ struct SleepState {
   // Made on the first CPU backup; kept for the device's lifetime (its streams
   // are reused). Declared before `tags`: it outlives every backup.
   std::unique_ptr<BackupCopier> copier;
+  // Backup chunks kept by resume(keep_backup) for later pauses; declared
+  // after the copier (it frees with it) and before `tags` (a backup gives
+  // chunks back to it).
+  BackupPool pool;
   MetadataVector<TagSleepState> tags;  // by RegionTag
   int64_t num_pauses = 0;
   int64_t num_resumes = 0;

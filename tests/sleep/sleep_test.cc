@@ -3,6 +3,7 @@
 // step.
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/host_backend.h"
+#include "allocator/sleep/backup.h"
 #include "allocator/sleep/region_tags.h"
 #include "allocator/stream/host_event_source.h"
 #include "gmock/gmock.h"
@@ -404,6 +406,286 @@ TEST(Sleep, RetiredStreamOfAPausedTag) {
   EXPECT_TRUE(Holds(w[0].ptr, w[0].size, 3));
   ASSERT_TRUE(d.Free(w[0].ptr).ok());  // the retired arena goes
   ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
+// --- Kept backups (resume with keep_backup) ----------------------------------
+
+TEST(SleepKeep, KeptBackupIsReusedByTheNextPauseOfAnyTag) {
+  testing::TestDevice dev = testing::MakeHostDevice(128 * kMiB, kPage);
+  DeviceAllocator& d = *dev.allocator;
+  std::vector<Alloc> w =
+      AllocTagged(d, "keep-w", {kMiB, 512, 5 * kMiB + 3, 9 * kMiB, 777}, 20);
+  std::vector<Alloc> o = AllocTagged(d, "keep-o", {3 * kMiB, 4 * kMiB}, 40);
+  ASSERT_TRUE(d.Pause({Tag("keep-w")}, BackupMode::kCpu).ok());
+  const int64_t backup = d.GetStats().backup_bytes;
+  ASSERT_GT(backup, 0);
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, 0);
+  ASSERT_TRUE(d.Resume({Tag("keep-w")}, /*keep_backup=*/true).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok());
+  for (const Alloc& a : w) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  DeviceStats s = d.GetStats();
+  EXPECT_EQ(s.backup_bytes, 0);
+  EXPECT_EQ(s.kept_backup_bytes, backup);  // kept, not freed
+
+  // New contents, a second cycle: the kept chunks hold the backup.
+  for (Alloc& a : w) {
+    a.seed = uint8_t(a.seed + 100);
+    Fill(a.ptr, a.size, a.seed);
+  }
+  ASSERT_TRUE(d.Pause({Tag("keep-w")}, BackupMode::kCpu).ok());
+  s = d.GetStats();
+  EXPECT_EQ(s.backup_bytes, backup);
+  EXPECT_EQ(s.kept_backup_bytes, 0);  // all taken: nothing new was needed
+  ASSERT_TRUE(d.Resume({Tag("keep-w")}, true).ok());
+  for (const Alloc& a : w) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, backup);
+
+  // Another tag (smaller) takes from the same kept memory.
+  ASSERT_TRUE(d.Pause({Tag("keep-o")}, BackupMode::kCpu).ok());
+  s = d.GetStats();
+  EXPECT_GT(s.backup_bytes, 0);
+  EXPECT_EQ(s.backup_bytes + s.kept_backup_bytes, backup);
+  // A pause without backup leaves the kept memory alone.
+  ASSERT_TRUE(d.Pause({Tag("keep-w")}, BackupMode::kNone).ok());
+  EXPECT_EQ(d.GetStats().backup_bytes + d.GetStats().kept_backup_bytes, backup);
+  ASSERT_TRUE(d.Resume({Tag("keep-o"), Tag("keep-w")}).ok());  // not kept
+  for (const Alloc& a : o) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  s = d.GetStats();
+  EXPECT_EQ(s.backup_bytes, 0);
+  // keep-o took the one kept chunk (best fit: the only one), freed with it.
+  EXPECT_EQ(s.kept_backup_bytes, 0);
+
+  // Release frees what is kept, and only that.
+  for (const Alloc& a : o) Fill(a.ptr, a.size, a.seed);
+  ASSERT_TRUE(d.Pause({Tag("keep-o")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.Resume({Tag("keep-o")}, true).ok());
+  const int64_t kept = d.GetStats().kept_backup_bytes;
+  EXPECT_GT(kept, 0);
+  EXPECT_EQ(d.ReleaseBackup(), size_t(kept));
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, 0);
+  EXPECT_EQ(d.ReleaseBackup(), 0u);
+  // A cycle after the release pins anew and still works.
+  for (const Alloc& a : o) Fill(a.ptr, a.size, uint8_t(a.seed + 1));
+  ASSERT_TRUE(d.Pause({Tag("keep-o")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.Resume({Tag("keep-o")}, true).ok());
+  for (const Alloc& a : o) EXPECT_TRUE(Holds(a.ptr, a.size, uint8_t(a.seed + 1)));
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, kept);
+  ASSERT_TRUE(d.CheckInvariants().ok());
+  for (const Alloc& a : w) ASSERT_TRUE(d.Free(a.ptr).ok());
+  for (const Alloc& a : o) ASSERT_TRUE(d.Free(a.ptr).ok());
+}
+
+TEST(SleepKeep, KeptBackupTooSmallGrows) {
+  testing::TestDevice dev = testing::MakeHostDevice(128 * kMiB, kPage);
+  DeviceAllocator& d = *dev.allocator;
+  std::vector<Alloc> w = AllocTagged(d, "grow-w", {3 * kMiB}, 60);
+  ASSERT_TRUE(d.Pause({Tag("grow-w")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.Resume({Tag("grow-w")}, true).ok());
+  const int64_t small = d.GetStats().kept_backup_bytes;
+  ASSERT_GT(small, 0);
+  // The tag grows: the kept chunk is used and new ones are got for the rest.
+  std::vector<Alloc> more =
+      AllocTagged(d, "grow-w", {7 * kMiB, 11 * kMiB + 512, 13 * kMiB}, 70);
+  ASSERT_TRUE(d.Pause({Tag("grow-w")}, BackupMode::kCpu).ok());
+  DeviceStats s = d.GetStats();
+  EXPECT_EQ(s.kept_backup_bytes, 0);
+  EXPECT_GE(s.backup_bytes, s.paused_bytes);
+  EXPECT_GT(s.backup_bytes, small);
+  ASSERT_TRUE(d.Resume({Tag("grow-w")}, true).ok());
+  for (const Alloc& a : w) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  for (const Alloc& a : more) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, s.backup_bytes);
+  // Freed while paused: skipped on restore, the rest intact.
+  ASSERT_TRUE(d.Pause({Tag("grow-w")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.Free(more[1].ptr).ok());
+  ASSERT_TRUE(d.Resume({Tag("grow-w")}, true).ok());
+  EXPECT_TRUE(Holds(w[0].ptr, w[0].size, w[0].seed));
+  EXPECT_TRUE(Holds(more[0].ptr, more[0].size, more[0].seed));
+  EXPECT_TRUE(Holds(more[2].ptr, more[2].size, more[2].seed));
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
+TEST(SleepKeep, FailedResumeKeepsTheBackupWithTheTagAndTheKeptMemory) {
+  testing::TestDevice dev = testing::MakeHostDevice(32 * kMiB, kPage);
+  DeviceAllocator& d = *dev.allocator;
+  std::vector<Alloc> a = AllocTagged(d, "fk-a", {2 * kMiB}, 1);
+  std::vector<Alloc> w = AllocTagged(d, "fk-w", {12 * kMiB, 3 * kMiB}, 9);
+  ASSERT_TRUE(d.Pause({Tag("fk-a")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.Resume({Tag("fk-a")}, true).ok());
+  const int64_t kept = d.GetStats().kept_backup_bytes;
+  ASSERT_GT(kept, 0);
+  ASSERT_TRUE(d.Pause({Tag("fk-w")}, BackupMode::kCpu).ok());
+  const int64_t backup = d.GetStats().backup_bytes;
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, 0);  // taken by fk-w
+  absl::StatusOr<void*> big = d.Malloc(24 * kMiB, 0);
+  ASSERT_TRUE(big.ok());
+  absl::Status s = d.Resume({Tag("fk-w")}, true);
+  ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+  ASSERT_TRUE(d.CheckInvariants().ok());
+  EXPECT_TRUE(InfoOf(d, "fk-w").paused);
+  EXPECT_EQ(d.GetStats().backup_bytes, backup);  // still the tag's
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, 0);
+  EXPECT_EQ(d.ReleaseBackup(), 0u);  // a paused tag's backup is not released
+  ASSERT_TRUE(d.Free(*big).ok());
+  ASSERT_TRUE(d.Resume({Tag("fk-w")}, true).ok());
+  for (const Alloc& x : w) EXPECT_TRUE(Holds(x.ptr, x.size, x.seed));
+  EXPECT_EQ(d.GetStats().kept_backup_bytes, backup);
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
+// --- Backup and BackupPool on a copier that only counts ----------------------
+
+// Hands out fake, distinct host addresses (nothing is touched) and counts what
+// is outstanding; the k-th AllocateHost fails when asked.
+class CountingCopier final : public BackupCopier {
+ public:
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (++calls_ == fail_at_) {
+      return absl::ResourceExhaustedError("no pinned memory (test)");
+    }
+    next_ += bytes + (size_t{1} << 30);  // never adjacent
+    live_bytes_ += bytes;
+    ++live_;
+    return reinterpret_cast<void*>(next_);
+  }
+  void FreeHost(void*, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_bytes_ -= bytes;
+    --live_;
+  }
+  absl::StatusOr<uint64_t> CopyToHost(void*, uintptr_t, size_t) override {
+    return ++ticket_;
+  }
+  absl::StatusOr<uint64_t> CopyToDevice(uintptr_t, const void*,
+                                        size_t) override {
+    return ++ticket_;
+  }
+  absl::Status WaitFor(uint64_t) override { return absl::OkStatus(); }
+  bool copies_contents() const override { return true; }
+  int host_threads() const override { return 3; }
+
+  void FailAt(int k) { fail_at_ = k; }
+  size_t live_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_bytes_;
+  }
+  int live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_;
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  int calls_ = 0, fail_at_ = 0, live_ = 0;
+  size_t live_bytes_ = 0;
+  uintptr_t next_ = uintptr_t{1} << 44;
+  uint64_t ticket_ = 0;
+};
+
+// Reserves `total` bytes in requests of `each`; the pieces' sizes.
+absl::StatusOr<size_t> ReserveAll(Backup& b, size_t total, size_t each) {
+  size_t got = 0, pieces = 0;
+  while (got < total) {
+    absl::StatusOr<std::pair<char*, size_t>> r =
+        b.Reserve(std::min(each, total - got));
+    if (!r.ok()) return r.status();
+    EXPECT_GT(r->second, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(r->first) % Backup::kAlign, 0u);
+    got += r->second;
+    ++pieces;
+  }
+  return pieces;
+}
+
+TEST(BackupPool, BestFitThenLargest) {
+  CountingCopier copier;
+  BackupPool pool(&copier);
+  for (size_t mib : {64, 256, 128}) {
+    pool.Put({static_cast<char*>(*copier.AllocateHost(mib * kMiB)), mib * kMiB});
+  }
+  HostChunk c;
+  ASSERT_TRUE(pool.Take(100 * kMiB, &c));
+  EXPECT_EQ(c.size, 128 * kMiB);  // the smallest that holds it
+  ASSERT_TRUE(pool.Take(900 * kMiB, &c));
+  EXPECT_EQ(c.size, 256 * kMiB);  // none holds it: the largest
+  EXPECT_EQ(pool.bytes(), 64 * kMiB);
+  copier.FreeHost(nullptr, 128 * kMiB);
+  copier.FreeHost(nullptr, 256 * kMiB);
+  EXPECT_EQ(pool.Release(), 64 * kMiB);
+  EXPECT_EQ(copier.live(), 0);
+  EXPECT_FALSE(pool.Take(1, &c));
+}
+
+TEST(BackupPool, BackupSpansChunksReusesKeptOnesAndGrows) {
+  CountingCopier copier;
+  BackupPool pool(&copier);
+  const size_t total = 600 * kMiB;  // 256 + 256 + 88 MiB chunks
+  {
+    Backup b(&copier, &pool, total);
+    b.Start();
+    absl::StatusOr<size_t> pieces = ReserveAll(b, total, 100 * kMiB);
+    ASSERT_TRUE(pieces.ok()) << pieces.status();
+    EXPECT_EQ(*pieces, 7u);  // 100-MiB requests, cut at two chunk ends
+    b.FinishReserving();
+    EXPECT_EQ(b.host_bytes(), 600 * kMiB);
+    EXPECT_EQ(b.new_bytes(), 600 * kMiB);
+    b.GiveChunksTo(&pool);
+  }
+  EXPECT_EQ(pool.bytes(), 600 * kMiB);
+  EXPECT_EQ(copier.live_bytes(), 600 * kMiB);
+  const int calls = copier.calls();
+  {  // The same again: nothing new.
+    Backup b(&copier, &pool, total);
+    ASSERT_TRUE(ReserveAll(b, total, 7 * kMiB).ok());
+    b.FinishReserving();
+    EXPECT_EQ(b.new_bytes(), 0u);
+    EXPECT_EQ(pool.bytes(), 0u);
+    b.GiveChunksTo(&pool);
+  }
+  EXPECT_EQ(copier.calls(), calls);
+  {  // Larger: the kept 600 MiB, then new chunks for the rest.
+    Backup b(&copier, &pool, 1000 * kMiB);
+    ASSERT_TRUE(ReserveAll(b, 1000 * kMiB, 300 * kMiB).ok());
+    b.FinishReserving();
+    EXPECT_EQ(b.new_bytes(), 400 * kMiB);
+    EXPECT_EQ(b.host_bytes(), 1000 * kMiB);
+  }  // not kept: every chunk freed
+  EXPECT_EQ(pool.bytes(), 0u);
+  EXPECT_EQ(copier.live(), 0);
+}
+
+TEST(BackupPool, FailedPinningGivesKeptChunksBackAndFreesNewOnes) {
+  for (int fail_at = 1; fail_at <= 4; ++fail_at) {
+    CountingCopier copier;
+    BackupPool pool(&copier);
+    pool.Put({static_cast<char*>(*copier.AllocateHost(64 * kMiB)), 64 * kMiB});
+    copier.FailAt(copier.calls() + fail_at);
+    Backup b(&copier, &pool, 64 * kMiB + 900 * kMiB);  // 64 kept + 4 new
+    b.Start();
+    absl::StatusOr<size_t> r = ReserveAll(b, 964 * kMiB, 50 * kMiB);
+    ASSERT_TRUE(absl::IsResourceExhausted(r.status())) << fail_at;
+    b.Abandon();
+    EXPECT_EQ(b.host_bytes(), 0u);
+    EXPECT_EQ(pool.bytes(), 64 * kMiB) << fail_at;  // as it was
+    EXPECT_EQ(copier.live_bytes(), 64 * kMiB) << fail_at;  // new ones freed
+  }
+}
+
+TEST(BackupPool, DestroyingAStartedBackupFreesEverything) {
+  CountingCopier copier;
+  BackupPool pool(&copier);
+  {
+    Backup b(&copier, &pool, 2000 * kMiB);
+    b.Start();
+    ASSERT_TRUE(b.Reserve(kMiB).ok());  // helpers still pinning ahead
+  }
+  EXPECT_EQ(copier.live(), 0);
+  EXPECT_EQ(pool.bytes(), 0u);
 }
 
 TEST(SleepThreads, PauseAndResumeFromSeveralThreads) {

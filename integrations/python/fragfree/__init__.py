@@ -52,7 +52,7 @@ from ._library import Library, find_library
 from ._library import load_library as _load_library
 from ._state import LOCK as _LOCK
 from ._state import STATE as _STATE
-from ._sleep import SleepOutOfMemoryError, pause, paused, region, resume
+from ._sleep import SleepOutOfMemoryError, pause, paused, region, release_backup, resume
 from ._torch_patch import translate_oom
 
 if _TYPE_CHECKING:  # annotations only (they are never evaluated at run time)
@@ -86,6 +86,7 @@ __all__ = [
     "pause",
     "resume",
     "paused",
+    "release_backup",
     "address_range",
     "SleepOutOfMemoryError",
     "FragfreeError",

@@ -171,6 +171,8 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "ff_region_end": (_status, []),
     "ff_pause": (_status, [ctypes.POINTER(_c_char_p), _c_int, _c_int]),
     "ff_resume": (_status, [ctypes.POINTER(_c_char_p), _c_int]),
+    "ff_resume_ex": (_status, [ctypes.POINTER(_c_char_p), _c_int, ctypes.c_uint]),
+    "ff_release_backup": (_status, [ctypes.POINTER(_c_size)]),
     "ff_paused_json": (_c_size, [_c_int, _c_char_p, _c_size]),
     # The whole block around a pointer (docs/ipc.md, "Address ranges").
     "ff_get_address_range": (

@@ -4,7 +4,8 @@ while keeping every address, and map it back later.
 Owns the Python face of ff_region_begin/ff_region_end, ff_pause, ff_resume and
 ff_paused_json: ``region(tag)`` (a context manager; allocations made on this
 thread inside it carry the tag), ``pause(tags=None, backup="none"|"cpu")``,
-``resume(tags=None)`` and ``paused()``. A resume that fails for lack of memory
+``resume(tags=None, keep_backup=False)``, ``release_backup()`` and
+``paused()``. A resume that fails for lack of memory
 raises ``torch.cuda.OutOfMemoryError`` when torch is importable, else
 ``SleepOutOfMemoryError`` (a ``FragfreeOutOfMemoryError``, so a MemoryError);
 the tags then stay paused and nothing is lost.
@@ -28,10 +29,12 @@ __all__ = [
     "pause",
     "resume",
     "paused",
+    "release_backup",
     "SleepOutOfMemoryError",
 ]
 
 _BACKUPS = {"none": 0, "cpu": 1}
+FF_RESUME_KEEP_BACKUP = 1
 
 
 class SleepOutOfMemoryError(FragfreeOutOfMemoryError):
@@ -115,16 +118,36 @@ def pause(tags: str | Iterable[str] | None = None, backup: str = "none", *,
         _raise(library, status, f"fragfree.pause({tags!r}, backup={backup!r})")
 
 
-def resume(tags: str | Iterable[str] | None = None, *, lib: Library | None = None) -> None:
+def resume(tags: str | Iterable[str] | None = None, keep_backup: bool = False, *,
+           lib: Library | None = None) -> None:
     """Maps memory under the paused ``tags`` again (None: every paused tag) at
     the same addresses and restores their CPU backups. All or nothing: when the
     device cannot hold them it raises torch.cuda.OutOfMemoryError (or
-    SleepOutOfMemoryError without torch) and the tags stay paused."""
+    SleepOutOfMemoryError without torch) and the tags stay paused.
+
+    ``keep_backup=True`` keeps the backups' pinned host memory once restored,
+    for the next ``pause(..., backup="cpu")`` of any tag to reuse (no pinning
+    on the cycle: only the copies); it stays pinned until ``release_backup()``.
+    """
     library = _lib(lib)
     array, n = _tag_array(tags, "resume")
-    status = _fn(library, "ff_resume")(array, n)
+    if keep_backup:
+        status = _fn(library, "ff_resume_ex")(array, n, FF_RESUME_KEEP_BACKUP)
+    else:
+        status = _fn(library, "ff_resume")(array, n)
     if status != 0:
-        _raise(library, status, f"fragfree.resume({tags!r})")
+        _raise(library, status, f"fragfree.resume({tags!r}, keep_backup={keep_backup!r})")
+
+
+def release_backup(*, lib: Library | None = None) -> int:
+    """Frees the pinned host memory kept by ``resume(keep_backup=True)`` on
+    every device (paused tags' backups are not touched); the bytes freed."""
+    library = _lib(lib)
+    freed = ctypes.c_size_t(0)
+    status = _fn(library, "ff_release_backup")(ctypes.byref(freed))
+    if status != 0:
+        _raise(library, status, "fragfree.release_backup()")
+    return int(freed.value)
 
 
 def paused(device: int = -1, *, lib: Library | None = None) -> dict[str, Any]:

@@ -124,3 +124,32 @@ def test_resume_without_room_raises_an_out_of_memory_error(host_lib):
     assert ctypes.string_at(p, len(blob)) == blob
     host_lib.free(p, 0)
     host_lib.check_invariants(0)
+
+
+def test_resume_keep_backup_reuses_pinned_memory_until_released(host_lib):
+    with _sleep.region("py-keep", lib=host_lib):
+        ptrs = [host_lib.malloc(3 * MiB, 0), host_lib.malloc(MiB, 0)]
+    for cycle in range(3):
+        blobs = [_pattern(3 * MiB, 10 + cycle), _pattern(MiB, 20 + cycle)]
+        for p, b in zip(ptrs, blobs):
+            ctypes.memmove(p, b, len(b))
+        _sleep.pause("py-keep", backup="cpu", lib=host_lib)
+        stats = host_lib.stats(0)
+        backup = stats["backup_bytes"]
+        assert backup >= 4 * MiB
+        assert stats["kept_backup_bytes"] == 0  # a kept backup is taken whole
+        _sleep.resume("py-keep", keep_backup=True, lib=host_lib)
+        for p, b in zip(ptrs, blobs):
+            assert ctypes.string_at(p, len(b)) == b
+        stats = host_lib.stats(0)
+        assert stats["backup_bytes"] == 0 and stats["kept_backup_bytes"] == backup
+        host_lib.check_invariants(0)
+    assert _sleep.release_backup(lib=host_lib) == backup
+    assert host_lib.stats(0)["kept_backup_bytes"] == 0
+    assert _sleep.release_backup(lib=host_lib) == 0
+    # Without keep_backup the host copy is freed on resume.
+    _sleep.pause("py-keep", backup="cpu", lib=host_lib)
+    _sleep.resume("py-keep", lib=host_lib)
+    assert host_lib.stats(0)["kept_backup_bytes"] == 0
+    for p in ptrs:
+        host_lib.free(p, 0)

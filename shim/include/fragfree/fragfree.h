@@ -76,10 +76,12 @@ typedef struct ff_stats_t {
   double u_active;               /* peak active / peak reserved */
   double external_fragmentation; /* 1 - largest free / total free */
 #define FF_C_COUNTER(name) int64_t name;
-  FF_SLEEP_FIELDS(FF_C_COUNTER) /* version 2: sleep and wake (docs/sleep.md) */
+  /* version 2: sleep and wake (docs/sleep.md); version 3 appended
+   * kept_backup_bytes */
+  FF_SLEEP_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;
-#define FF_STATS_VERSION 2
+#define FF_STATS_VERSION 3
 
 /* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
  * first call of any function initialises from FRAGFREE_CONF. An error once
@@ -287,6 +289,20 @@ FF_API ff_status_t ff_pause(const char* const* tags, int ntags, int backup);
  * nothing: when memory is short it returns FF_ERR_OOM (never aborts), releases
  * every page it mapped and leaves the tags paused with their backups. */
 FF_API ff_status_t ff_resume(const char* const* tags, int ntags);
+/* ff_resume_ex flags. FF_RESUME_KEEP_BACKUP: the backups' pinned host memory
+ * is kept (not unpinned) once restored, and the next ff_pause with
+ * FF_BACKUP_CPU of any tag reuses it instead of pinning new memory: a steady
+ * pause/resume cycle then costs only the copies. Kept memory stays pinned
+ * (and counted in kept_backup_bytes) until ff_release_backup. */
+#define FF_RESUME_KEEP_BACKUP 1u
+/* ff_resume with flags (0: ff_resume). Unknown flags are
+ * FF_ERR_INVALID_ARGUMENT. */
+FF_API ff_status_t ff_resume_ex(const char* const* tags, int ntags,
+                                unsigned flags);
+/* Frees (unpins) the backup memory kept by ff_resume_ex with
+ * FF_RESUME_KEEP_BACKUP on every device; the backups of paused tags are not
+ * touched. `freed` (may be NULL): the bytes freed. */
+FF_API ff_status_t ff_release_backup(size_t* freed);
 /* The tags of `device` (device < 0: every device in use) as JSON:
  * {"devices":[{"device":0,"tags":[{"tag":"weights","paused":true,
  * "live_bytes":..,"live_allocations":..,"mapped_bytes":..,"backup_bytes":..,
