@@ -391,8 +391,9 @@ constexpr KeyRow kKeys[] = {
     {{"snapshot_path", "none", "write a snapshot at exit (LD_PRELOAD mode)"},
      Word<SetSnapshotPath, /*kPath=*/true>},
     {{"oom_report_path", "none",
-      "a directory: each OOM also writes `fragfree-oom-<pid>-<n>.json` and "
-      "`.html` (a picture of the memory map) there"},
+      "a directory (created with its parents): each OOM also writes "
+      "`fragfree-oom-<pid>-<n>.txt`, `.json` and `.html` (a picture of the "
+      "memory map) there, in every mode, and names them on stderr"},
      Word<SetOomReportPath, /*kPath=*/true>},
     {{"trace_entries", "0",
       "trace ring buffer of alloc/free/map/unmap/oom events (0 = off); "

@@ -47,7 +47,7 @@ struct Options {
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).
   bool stats_at_exit = false;
   std::string snapshot_path;    // write a snapshot here at exit
-  std::string oom_report_path;  // write OOM reports (JSON + HTML) here
+  std::string oom_report_path;  // write OOM reports (text, JSON, HTML) here
   size_t trace_entries = 0;     // trace ring buffer capacity; 0 = off
   // Bucket advisor (docs/oom.md): 1 in `bucket_sample` requests (on average)
   // goes into the device's request-size histogram (0 = off); OOM reports and

@@ -33,8 +33,12 @@ ls -la "$site"
 cat "$site/_native_adapter.json"
 cd "$tmp"
 probe='
+import time
+t0 = time.perf_counter()
 import fragfree, torch
+t1 = time.perf_counter()
 fragfree.enable(mode="native")
+print("enable_native_s %.3f (import fragfree+torch %.3f s)" % (time.perf_counter() - t1, t1 - t0))
 x = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 print("allocated", torch.cuda.memory_allocated(), "lib", fragfree.library().path)
 del x
