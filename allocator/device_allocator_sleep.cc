@@ -197,7 +197,9 @@ absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
         if (!host.ok()) return host.status();
         const uintptr_t h = reinterpret_cast<uintptr_t>(host->first);
         const uintptr_t d = b->addr + off;
-        if (bytes > 0 && (d != lo + bytes || h != host_lo + bytes)) {
+        const bool starts_chunk = backup->last_piece_starts_chunk();
+        if (bytes > 0 &&
+            (d != lo + bytes || h != host_lo + bytes || starts_chunk)) {
           if (absl::Status s = flush(); !s.ok()) return s;
         }
         if (bytes == 0) {
@@ -206,7 +208,7 @@ absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
         }
         bytes += host->second;
         backup->entries().push_back(
-            {b->addr, b->size, d, host->second, host->first});
+            {b->addr, b->size, d, host->second, host->first, starts_chunk});
         off += host->second;
       }
     }
@@ -367,7 +369,8 @@ absl::Status DeviceAllocator::RestoreBackup(
     const uintptr_t h = reinterpret_cast<uintptr_t>(e.host);
     if (bytes > 0 &&
         (live->block->arena != arena || e.addr != lo + bytes ||
-         h != host_lo + bytes || bytes + e.size > kBackupPieceBytes)) {
+         h != host_lo + bytes || e.starts_chunk ||
+         bytes + e.size > kBackupPieceBytes)) {
       if (absl::Status s = flush(); !s.ok()) return s;
     }
     if (bytes == 0) {

@@ -338,6 +338,7 @@ absl::StatusOr<std::pair<char*, size_t>> Backup::Reserve(size_t bytes) {
   }
   const size_t n = std::min(bytes, chunks_.back().size - used_in_last_);
   char* p = chunks_.back().base + used_in_last_;
+  last_starts_chunk_ = used_in_last_ == 0;
   used_in_last_ = std::min(chunks_.back().size, used_in_last_ + AlignUp(n, kAlign));
   return std::make_pair(p, n);
 }

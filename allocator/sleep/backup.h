@@ -114,6 +114,9 @@ class Backup : public MetadataObject {
     uintptr_t addr;     // this piece: device address
     size_t size;        // bytes
     char* host;         // where they are (nullptr when nothing is copied)
+    // The piece begins a host chunk: a copy never runs across chunks (each is
+    // its own pinned allocation, even where two happen to be adjacent).
+    bool starts_chunk = false;
   };
   static constexpr size_t kChunkBytes = size_t{256} << 20;
   // Host alignment of each piece.
@@ -134,6 +137,8 @@ class Backup : public MetadataObject {
   // it). Nothing is allocated when the copier copies nothing ({nullptr,
   // bytes}).
   absl::StatusOr<std::pair<char*, size_t>> Reserve(size_t bytes);
+  // Whether the piece the last Reserve returned begins a host chunk.
+  bool last_piece_starts_chunk() const { return last_starts_chunk_; }
   // Every chunk is in hand: joins the helpers (chunks got ahead but not
   // reserved stay with the backup). Called at the end of a successful backup.
   void FinishReserving();
@@ -163,6 +168,7 @@ class Backup : public MetadataObject {
   size_t next_planned_ = 0;
   Pipeline* pipeline_ = nullptr;  // new chunks being got (MetadataNew)
   MetadataVector<Entry> entries_;
+  bool last_starts_chunk_ = false;
   size_t used_in_last_ = 0;
   size_t host_bytes_ = 0;
   size_t new_bytes_ = 0;
