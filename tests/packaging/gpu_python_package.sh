@@ -17,6 +17,12 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 "$py" -m venv --system-site-packages "$tmp/venv"
 vpy=$tmp/venv/bin/python
+# When python3 is itself a virtual environment (the GPU image's is), the new
+# one's --system-site-packages sees the base interpreter only: point it at
+# python3's own site-packages too.
+parent_site=$("$py" -c 'import site; print(site.getsitepackages()[0])')
+"$vpy" -c 'import site; print(site.getsitepackages()[0])' |
+  xargs -I{} sh -c "echo '$parent_site' > {}/_parent_site.pth"
 "$vpy" -c 'import torch, setuptools; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 cp -r "$repo/integrations/python" "$tmp/src"
 rm -rf "$tmp/src/build" "$tmp/src"/*.egg-info
