@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allocator/base/html.h"
 #include "allocator/base/units.h"
 #include "allocator/obs/oom_report.h"
 
@@ -57,33 +58,6 @@ li{margin-bottom:4px}svg text{font:11px system-ui,sans-serif;fill:#2d3748}
 padding:8px 12px}
 )css";
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 struct Segment {
   std::string label;
   size_t bytes;
@@ -106,7 +80,7 @@ void AppendStackedBar(const std::vector<Segment>& segs, std::string* out) {
     absl::StrAppendFormat(out,
                           "<rect x=\"%.2f\" width=\"%.2f\" height=\"28\" "
                           "fill=\"%s\"><title>%s: %s</title></rect>",
-                          x, w, s.colour, Escape(s.label),
+                          x, w, s.colour, HtmlEscape(s.label),
                           FormatBytes(s.bytes));
     x += w;
   }
@@ -115,7 +89,7 @@ void AppendStackedBar(const std::vector<Segment>& segs, std::string* out) {
     absl::StrAppendFormat(out,
                           "<span><i class=\"sw\" style=\"background:%s\"></i>"
                           "%s %s (%.1f%%)</span>",
-                          s.colour, Escape(s.label), FormatBytes(s.bytes),
+                          s.colour, HtmlEscape(s.label), FormatBytes(s.bytes),
                           total > 0 ? 100.0 * double(s.bytes) / total : 0.0);
   }
   *out += "</div>";
@@ -261,8 +235,8 @@ void AppendMemoryMap(const std::vector<ArenaView>& arenas, std::string* out) {
 
 void Row(std::string* out, std::string_view name, std::string_view value,
          std::string_view note = "") {
-  absl::StrAppend(out, "<tr><td>", Escape(name), "</td><td class=\"n\">",
-                  Escape(value), "</td><td>", Escape(note), "</td></tr>");
+  absl::StrAppend(out, "<tr><td>", HtmlEscape(name), "</td><td class=\"n\">",
+                  HtmlEscape(value), "</td><td>", HtmlEscape(note), "</td></tr>");
 }
 
 }  // namespace
@@ -280,10 +254,10 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
                   "charset=\"utf-8\"><title>fragfree OOM report: device ",
                   f.device, "</title><style>", kCss, "</style></head><body>");
   absl::StrAppend(&h, "<h1>Out of memory on GPU ", f.device,
-                  ": fragfree report</h1><pre>", Escape(OomHeadline(f)),
+                  ": fragfree report</h1><pre>", HtmlEscape(OomHeadline(f)),
                   "</pre>");
   if (!f.reason.empty()) {
-    absl::StrAppend(&h, "<p><b>Why:</b> ", Escape(f.reason), "</p>");
+    absl::StrAppend(&h, "<p><b>Why:</b> ", HtmlEscape(f.reason), "</p>");
   }
 
   h += "<h2>Device memory</h2>";
@@ -337,7 +311,7 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
 
   h += "<h2>Diagnosis</h2>";
   absl::StrAppend(&h, "<p class=\"cause\"><span class=\"badge\">",
-                  OomCauseName(d.cause), "</span>", Escape(d.summary), "</p>");
+                  OomCauseName(d.cause), "</span>", HtmlEscape(d.summary), "</p>");
   if (d.split_known) {
     std::vector<Segment> segs;
     if (d.categories_known) {
@@ -357,7 +331,7 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
   if (!d.notes.empty()) {
     h += "<ul>";
     for (const std::string& n : d.notes) {
-      absl::StrAppend(&h, "<li>", Escape(n), "</li>");
+      absl::StrAppend(&h, "<li>", HtmlEscape(n), "</li>");
     }
     h += "</ul>";
   }
@@ -365,15 +339,15 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
   absl::StrAppend(&h, "<h2>What to try, in order</h2><p>", OomAdviceOrderText(),
                   ".</p><ol>");
   for (const OomAdvice& a : d.advice) {
-    absl::StrAppend(&h, "<li><span class=\"badge\">", Escape(a.branch),
-                    "</span><b>", Escape(a.title), "</b><div class=\"how\">",
-                    Escape(a.how), "</div></li>");
+    absl::StrAppend(&h, "<li><span class=\"badge\">", HtmlEscape(a.branch),
+                    "</span><b>", HtmlEscape(a.title), "</b><div class=\"how\">",
+                    HtmlEscape(a.how), "</div></li>");
   }
   h += "</ol>";
   if (!d.skipped.empty()) {
     h += "<p>Already on, not suggested:";
     for (const std::string& s : d.skipped) {
-      absl::StrAppend(&h, " <span class=\"badge\">", Escape(s), "</span>");
+      absl::StrAppend(&h, " <span class=\"badge\">", HtmlEscape(s), "</span>");
     }
     h += "</p>";
   }
@@ -392,7 +366,7 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
           FormatBytes(l.size), l.addr, l.stream, l.alloc_seq);
       if (!l.stack.empty()) {
         absl::StrAppend(&h, "<details><summary>stack</summary><pre>",
-                        Escape(l.stack), "</pre></details>");
+                        HtmlEscape(l.stack), "</pre></details>");
       }
       h += "</td></tr>";
     }
@@ -401,7 +375,7 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
   absl::StrAppend(&h,
                   "<h2>Statistics</h2><details><summary>memory_stats() keys "
                   "(JSON)</summary><pre>",
-                  Escape(StatsToJson(ctx.stats)),
+                  HtmlEscape(StatsToJson(ctx.stats)),
                   "</pre></details></body></html>\n");
   return h;
 }
