@@ -376,6 +376,20 @@ class DeviceAllocator : public MetadataObject {
   // The live block containing addr, or nullptr.
   const Block* LiveBlockContaining(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CheckInvariants' steps (device_allocator_invariants.cc), in its order;
+  // each returns the first violation it finds.
+  struct InvariantRecount;
+  absl::Status CheckArena(const Arena& arena, InvariantRecount* recount) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckLiveBlock(const Arena& arena, const Block* b, bool paused,
+                              InvariantRecount* recount) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSlots() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckReclaimQueue(size_t queued_blocks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckStatsRecount(const InvariantRecount& recount) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSegmentsAndPages() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   const Options options_;
