@@ -203,6 +203,210 @@ std::string CauseSentence(const OomContext& ctx, const OomDiagnosis& d) {
          "the four categories.";
 }
 
+// A live allocation that may be among the largest (from the blocks or from
+// ctx.live).
+struct Candidate {
+  size_t size;
+  uintptr_t addr;
+  StreamHandle stream;
+  uint64_t seq;
+};
+
+// Live blocks: the rounding padding, the allocation numbers and sizes (ages)
+// and the candidates for the largest allocations.
+void ScanLiveBlocks(const OomContext& ctx, OomDiagnosis* d,
+                    std::vector<std::pair<uint64_t, size_t>>* seq_size,
+                    std::vector<Candidate>* candidates) {
+  size_t padding = 0;
+  bool have_blocks = false;
+  for (const ArenaView& a : ctx.arenas) {
+    for (const BlockView& b : a.blocks) {
+      if (b.state != BlockState::kAllocated) continue;
+      have_blocks = true;
+      padding += Sub(b.size, b.requested);
+      if (b.alloc_seq != 0) seq_size->emplace_back(b.alloc_seq, b.size);
+      if (ctx.live.empty()) {
+        candidates->push_back({b.size, b.addr, a.stream, b.alloc_seq});
+      }
+    }
+  }
+  if (have_blocks) {
+    d->padding_bytes = padding;
+  } else {
+    const Stat& alloc = ctx.stats.allocated_bytes.pool[kPoolAll];
+    const Stat& req = ctx.stats.requested_bytes.pool[kPoolAll];
+    if (req.current > 0 && alloc.current >= req.current) {
+      d->padding_bytes = size_t(alloc.current - req.current);
+    }
+  }
+  if (seq_size->empty()) {
+    for (const LiveAllocation& l : ctx.live) {
+      if (l.alloc_seq != 0) seq_size->emplace_back(l.alloc_seq, l.size);
+    }
+  }
+  for (const LiveAllocation& l : ctx.live) {
+    candidates->push_back({l.size, l.addr, l.stream, l.alloc_seq});
+  }
+}
+
+// Which candidates are the ctx.top_allocations largest (ties: lower address);
+// the stacks come from ctx.live.
+void PickLargest(const OomContext& ctx,
+                 const std::vector<Candidate>& candidates, OomDiagnosis* d) {
+  const size_t top = std::min(ctx.top_allocations, candidates.size());
+  std::vector<uint32_t> order(candidates.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
+  std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                    [&](uint32_t x, uint32_t y) {
+                      const Candidate &p = candidates[x], &q = candidates[y];
+                      return p.size != q.size ? p.size > q.size
+                                              : p.addr < q.addr;
+                    });
+  for (size_t i = 0; i < top; ++i) {
+    if (!ctx.live.empty()) {
+      d->largest.push_back(ctx.live[order[i]]);
+    } else {
+      const Candidate& c = candidates[order[i]];
+      d->largest.push_back(
+          LiveAllocation{c.addr, c.size, c.stream, c.seq, std::string()});
+    }
+  }
+}
+
+// Fragmentation: the gap and the effective gap, and their verdicts.
+void JudgeFragmentation(const OomFacts& f, OomDiagnosis* d) {
+  if (f.mapped_bytes > 0) {
+    d->gap = 1.0 - Share(f.allocated_bytes, f.mapped_bytes);
+    d->effective_gap =
+        Share(d->stranded_bytes + d->padding_bytes, f.mapped_bytes);
+  }
+  d->gap_verdict = GapVerdictName(JudgeGap(d->gap));
+  d->effective_verdict = GapVerdictName(JudgeGap(d->effective_gap));
+}
+
+// Across steps vs within a step: the persistent bytes from the categories, or
+// estimated from the ages; the activations are the rest.
+void SplitPersistent(const OomContext& ctx,
+                     std::vector<std::pair<uint64_t, size_t>> seq_size,
+                     OomDiagnosis* d) {
+  if (ctx.categories.has_value()) {
+    const MemoryCategories& c = *ctx.categories;
+    d->categories_known = d->split_known = true;
+    d->persistent_bytes =
+        c.parameters + c.gradients + c.optimizer_state + c.other_persistent;
+  } else if (EstimatePersistent(std::move(seq_size), &d->persistent_bytes)) {
+    d->persistent_estimated = d->split_known = true;
+  }
+  if (d->split_known)
+    d->activation_bytes = Sub(ctx.facts.allocated_bytes, d->persistent_bytes);
+}
+
+// The cause, most specific first.
+void PickCause(const OomFacts& f, OomDiagnosis* d) {
+  const size_t cap = f.limit_bytes != 0 ? f.limit_bytes : f.device_total_bytes;
+  if (cap != 0 && f.rounded_bytes > cap) {
+    d->cause = OomCause::kTooLarge;
+  } else if (JudgeGap(d->effective_gap) == GapVerdict::kSevere) {
+    d->cause = OomCause::kFragmentation;
+  } else if (d->split_known) {
+    d->cause = d->persistent_bytes >= d->activation_bytes
+                   ? OomCause::kPersistent
+                   : OomCause::kActivations;
+  }
+}
+
+// Capacity notes: memory outside fragfree, a low limit, pending frees.
+void AddCapacityNotes(const OomFacts& f, OomDiagnosis* d) {
+  if (f.device_total_bytes > 0 &&
+      Share(d->other_bytes, f.device_total_bytes) >= kOtherShare) {
+    d->notes.push_back(absl::StrFormat(
+        "%s (%.0f%% of the device) is in use outside fragfree: other "
+        "processes, the CUDA context, or allocations that bypass fragfree. "
+        "nvidia-smi shows who holds it.",
+        FormatBytes(d->other_bytes),
+        100 * Share(d->other_bytes, f.device_total_bytes)));
+  }
+  if (f.limit_bytes != 0 && f.device_total_bytes != 0 &&
+      f.limit_bytes < f.device_total_bytes - f.device_total_bytes / 50) {
+    d->notes.push_back(absl::StrFormat(
+        "fragfree's memory limit is %s of the device's %s "
+        "(per_process_memory_fraction / memory_limit_mb); raise it if the "
+        "device has room.",
+        FormatBytes(f.limit_bytes), FormatBytes(f.device_total_bytes)));
+  }
+  if (f.mapped_bytes > 0 && Share(d->pending_bytes, f.mapped_bytes) >= 0.05) {
+    d->notes.push_back(absl::StrFormat(
+        "%s is freed but still in use by other streams (record_stream / "
+        "in-flight work); it returns when that work completes.",
+        FormatBytes(d->pending_bytes)));
+  }
+}
+
+// Notes that correct a misreading: a large gap that is not fragmentation,
+// empty_cache, categories larger than this device's memory.
+void AddMisreadingNotes(const OomFacts& f, OomDiagnosis* d) {
+  if (JudgeGap(d->gap) == GapVerdict::kSevere &&
+      JudgeGap(d->effective_gap) != GapVerdict::kSevere) {
+    d->notes.push_back(absl::StrFormat(
+        "The gap between allocated and reserved memory is %.1f%%, above the "
+        "%.0f%% that usually means severe fragmentation, but for fragfree %s "
+        "of the %s cached is whole free pages, which it remaps wherever a "
+        "request needs them: not lost to fragmentation.",
+        100 * d->gap, 100 * kGapSevere, FormatBytes(f.reclaimable_bytes),
+        FormatBytes(f.cached_bytes)));
+  }
+  if (d->cause == OomCause::kFragmentation) {
+    d->notes.push_back(
+        "torch.cuda.empty_cache() will not help: fragfree already reclaimed "
+        "every whole free page before failing; stranded bytes share pages "
+        "with live blocks.");
+  }
+  if (d->categories_known && d->persistent_bytes > f.allocated_bytes) {
+    d->notes.push_back(absl::StrFormat(
+        "The categories given (%s) exceed the memory allocated on this device "
+        "(%s): part of the state lives elsewhere (other devices, CPU).",
+        FormatBytes(d->persistent_bytes), FormatBytes(f.allocated_bytes)));
+  }
+}
+
+// Advice, in the order OomAdviceOrderText() states: the nearly free ones, then
+// the branch of the cause (capacity, fragmentation, persistent state or
+// activations; both when the split is unknown), each cheapest first, then the
+// last resort.
+void AddAdvice(const OomContext& ctx, OomDiagnosis* d) {
+  AdviceBuilder advice(ctx, d);
+  if (d->cause == OomCause::kTooLarge) {
+    advice.Add("split_tensor", "capacity",
+               absl::StrFormat("Split the %s tensor or shard it",
+                               FormatBytes(ctx.facts.rounded_bytes)),
+               "chunk the computation (e.g. the loss over the vocabulary in "
+               "pieces) or shard the tensor across GPUs");
+  }
+  advice.Free();
+  if (d->cause == OomCause::kFragmentation) advice.Fragmentation(ctx);
+  if (!d->split_known) {
+    advice.Add("batch1_experiment", "diagnose",
+               "Run one step with batch size 1 to find the branch",
+               "still out of memory: the persistent branch below; fits: the "
+               "activation branch. Or fragfree.watch(model, optimizer).");
+  }
+  if (!d->split_known) {
+    advice.Persistent();
+    advice.Activations();
+  } else if (d->persistent_bytes >= d->activation_bytes) {
+    advice.Persistent();
+  } else {
+    advice.Activations();
+  }
+  if (d->cause != OomCause::kFragmentation &&
+      JudgeGap(d->effective_gap) != GapVerdict::kLow) {
+    advice.Fragmentation(ctx);
+  }
+  advice.Add("micro_batch", "last_resort",
+             "Smaller micro-batch with gradient accumulation (last resort)",
+             "loss = model(batch) / accum_steps; step every accum_steps -- "
+             "small batches leave the GPU underused (lower MFU)");
+}
 }  // namespace
 
 const char* OomAdviceOrderText() {
@@ -260,180 +464,16 @@ OomDiagnosis DiagnoseOom(const OomContext& ctx) {
       Sub(Sub(f.device_total_bytes, f.device_free_bytes), fragfree_pages);
   d.pending_bytes = Sub(f.active_bytes, f.allocated_bytes);
   d.stranded_bytes = Sub(f.cached_bytes, f.reclaimable_bytes);
-
-  // Live blocks: rounding padding, ages, the largest ones.
-  struct Candidate {
-    size_t size;
-    uintptr_t addr;
-    StreamHandle stream;
-    uint64_t seq;
-  };
   std::vector<std::pair<uint64_t, size_t>> seq_size;
   std::vector<Candidate> candidates;
-  size_t padding = 0;
-  bool have_blocks = false;
-  for (const ArenaView& a : ctx.arenas) {
-    for (const BlockView& b : a.blocks) {
-      if (b.state != BlockState::kAllocated) continue;
-      have_blocks = true;
-      padding += Sub(b.size, b.requested);
-      if (b.alloc_seq != 0) seq_size.emplace_back(b.alloc_seq, b.size);
-      if (ctx.live.empty()) {
-        candidates.push_back({b.size, b.addr, a.stream, b.alloc_seq});
-      }
-    }
-  }
-  if (have_blocks) {
-    d.padding_bytes = padding;
-  } else {
-    const Stat& alloc = ctx.stats.allocated_bytes.pool[kPoolAll];
-    const Stat& req = ctx.stats.requested_bytes.pool[kPoolAll];
-    if (req.current > 0 && alloc.current >= req.current) {
-      d.padding_bytes = size_t(alloc.current - req.current);
-    }
-  }
-  if (seq_size.empty()) {
-    for (const LiveAllocation& l : ctx.live) {
-      if (l.alloc_seq != 0) seq_size.emplace_back(l.alloc_seq, l.size);
-    }
-  }
-  for (const LiveAllocation& l : ctx.live) {
-    candidates.push_back({l.size, l.addr, l.stream, l.alloc_seq});
-  }
-  // Largest first (ties: lower address); the stacks come from ctx.live.
-  const size_t top = std::min(ctx.top_allocations, candidates.size());
-  std::vector<uint32_t> order(candidates.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = uint32_t(i);
-  std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                    [&](uint32_t x, uint32_t y) {
-                      const Candidate &p = candidates[x], &q = candidates[y];
-                      return p.size != q.size ? p.size > q.size
-                                              : p.addr < q.addr;
-                    });
-  for (size_t i = 0; i < top; ++i) {
-    if (!ctx.live.empty()) {
-      d.largest.push_back(ctx.live[order[i]]);
-    } else {
-      const Candidate& c = candidates[order[i]];
-      d.largest.push_back(
-          LiveAllocation{c.addr, c.size, c.stream, c.seq, std::string()});
-    }
-  }
-
-  // Fragmentation.
-  if (f.mapped_bytes > 0) {
-    d.gap = 1.0 - Share(f.allocated_bytes, f.mapped_bytes);
-    d.effective_gap = Share(d.stranded_bytes + d.padding_bytes, f.mapped_bytes);
-  }
-  d.gap_verdict = GapVerdictName(JudgeGap(d.gap));
-  d.effective_verdict = GapVerdictName(JudgeGap(d.effective_gap));
-
-  // Across steps vs within a step.
-  if (ctx.categories.has_value()) {
-    const MemoryCategories& c = *ctx.categories;
-    d.categories_known = d.split_known = true;
-    d.persistent_bytes =
-        c.parameters + c.gradients + c.optimizer_state + c.other_persistent;
-  } else if (EstimatePersistent(std::move(seq_size), &d.persistent_bytes)) {
-    d.persistent_estimated = d.split_known = true;
-  }
-  if (d.split_known)
-    d.activation_bytes = Sub(f.allocated_bytes, d.persistent_bytes);
-
-  // The cause, most specific first.
-  const size_t cap = f.limit_bytes != 0 ? f.limit_bytes : f.device_total_bytes;
-  if (cap != 0 && f.rounded_bytes > cap) {
-    d.cause = OomCause::kTooLarge;
-  } else if (JudgeGap(d.effective_gap) == GapVerdict::kSevere) {
-    d.cause = OomCause::kFragmentation;
-  } else if (d.split_known) {
-    d.cause = d.persistent_bytes >= d.activation_bytes ? OomCause::kPersistent
-                                                       : OomCause::kActivations;
-  }
-
-  // Capacity notes.
-  if (f.device_total_bytes > 0 &&
-      Share(d.other_bytes, f.device_total_bytes) >= kOtherShare) {
-    d.notes.push_back(absl::StrFormat(
-        "%s (%.0f%% of the device) is in use outside fragfree: other "
-        "processes, the CUDA context, or allocations that bypass fragfree. "
-        "nvidia-smi shows who holds it.",
-        FormatBytes(d.other_bytes),
-        100 * Share(d.other_bytes, f.device_total_bytes)));
-  }
-  if (f.limit_bytes != 0 && f.device_total_bytes != 0 &&
-      f.limit_bytes < f.device_total_bytes - f.device_total_bytes / 50) {
-    d.notes.push_back(absl::StrFormat(
-        "fragfree's memory limit is %s of the device's %s "
-        "(per_process_memory_fraction / memory_limit_mb); raise it if the "
-        "device has room.",
-        FormatBytes(f.limit_bytes), FormatBytes(f.device_total_bytes)));
-  }
-  if (f.mapped_bytes > 0 && Share(d.pending_bytes, f.mapped_bytes) >= 0.05) {
-    d.notes.push_back(absl::StrFormat(
-        "%s is freed but still in use by other streams (record_stream / "
-        "in-flight work); it returns when that work completes.",
-        FormatBytes(d.pending_bytes)));
-  }
-  if (JudgeGap(d.gap) == GapVerdict::kSevere &&
-      JudgeGap(d.effective_gap) != GapVerdict::kSevere) {
-    d.notes.push_back(absl::StrFormat(
-        "The gap between allocated and reserved memory is %.1f%%, above the "
-        "%.0f%% that usually means severe fragmentation, but for fragfree %s "
-        "of the %s cached is whole free pages, which it remaps wherever a "
-        "request needs them: not lost to fragmentation.",
-        100 * d.gap, 100 * kGapSevere, FormatBytes(f.reclaimable_bytes),
-        FormatBytes(f.cached_bytes)));
-  }
-  if (d.cause == OomCause::kFragmentation) {
-    d.notes.push_back(
-        "torch.cuda.empty_cache() will not help: fragfree already reclaimed "
-        "every whole free page before failing; stranded bytes share pages "
-        "with live blocks.");
-  }
-  if (d.categories_known && d.persistent_bytes > f.allocated_bytes) {
-    d.notes.push_back(absl::StrFormat(
-        "The categories given (%s) exceed the memory allocated on this device "
-        "(%s): part of the state lives elsewhere (other devices, CPU).",
-        FormatBytes(d.persistent_bytes), FormatBytes(f.allocated_bytes)));
-  }
-
-  // Advice, in the order OomAdviceOrderText() states: the nearly free ones,
-  // then the branch of the cause (capacity, fragmentation, persistent state or
-  // activations; both when the split is unknown), each cheapest first, then
-  // the last resort.
-  AdviceBuilder advice(ctx, &d);
-  if (d.cause == OomCause::kTooLarge) {
-    advice.Add("split_tensor", "capacity",
-               absl::StrFormat("Split the %s tensor or shard it",
-                               FormatBytes(f.rounded_bytes)),
-               "chunk the computation (e.g. the loss over the vocabulary in "
-               "pieces) or shard the tensor across GPUs");
-  }
-  advice.Free();
-  if (d.cause == OomCause::kFragmentation) advice.Fragmentation(ctx);
-  if (!d.split_known) {
-    advice.Add("batch1_experiment", "diagnose",
-               "Run one step with batch size 1 to find the branch",
-               "still out of memory: the persistent branch below; fits: the "
-               "activation branch. Or fragfree.watch(model, optimizer).");
-  }
-  if (!d.split_known) {
-    advice.Persistent();
-    advice.Activations();
-  } else if (d.persistent_bytes >= d.activation_bytes) {
-    advice.Persistent();
-  } else {
-    advice.Activations();
-  }
-  if (d.cause != OomCause::kFragmentation &&
-      JudgeGap(d.effective_gap) != GapVerdict::kLow) {
-    advice.Fragmentation(ctx);
-  }
-  advice.Add("micro_batch", "last_resort",
-             "Smaller micro-batch with gradient accumulation (last resort)",
-             "loss = model(batch) / accum_steps; step every accum_steps -- "
-             "small batches leave the GPU underused (lower MFU)");
+  ScanLiveBlocks(ctx, &d, &seq_size, &candidates);
+  PickLargest(ctx, candidates, &d);
+  JudgeFragmentation(f, &d);
+  SplitPersistent(ctx, std::move(seq_size), &d);
+  PickCause(f, &d);
+  AddCapacityNotes(f, &d);
+  AddMisreadingNotes(f, &d);
+  AddAdvice(ctx, &d);
   d.summary = CauseSentence(ctx, d);
   return d;
 }
