@@ -236,31 +236,28 @@ void AppendMemoryMap(const std::vector<ArenaView>& arenas, std::string* out) {
 void Row(std::string* out, std::string_view name, std::string_view value,
          std::string_view note = "") {
   absl::StrAppend(out, "<tr><td>", HtmlEscape(name), "</td><td class=\"n\">",
-                  HtmlEscape(value), "</td><td>", HtmlEscape(note), "</td></tr>");
+                  HtmlEscape(value), "</td><td>", HtmlEscape(note),
+                  "</td></tr>");
 }
 
-}  // namespace
-
-std::string OomReportHtml(const OomContext& ctx) {
-  return OomReportHtml(ctx, DiagnoseOom(ctx));
-}
-
-std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
-  const OomFacts& f = ctx.facts;
-  std::string h;
-  h.reserve(64 * 1024);
-  absl::StrAppend(&h,
+// The page's head, the headline and why the request failed.
+void AppendHeader(const OomFacts& f, std::string* h) {
+  absl::StrAppend(h,
                   "<!DOCTYPE html><html lang=\"en\"><head><meta "
                   "charset=\"utf-8\"><title>fragfree OOM report: device ",
                   f.device, "</title><style>", kCss, "</style></head><body>");
-  absl::StrAppend(&h, "<h1>Out of memory on GPU ", f.device,
+  absl::StrAppend(h, "<h1>Out of memory on GPU ", f.device,
                   ": fragfree report</h1><pre>", HtmlEscape(OomHeadline(f)),
                   "</pre>");
   if (!f.reason.empty()) {
-    absl::StrAppend(&h, "<p><b>Why:</b> ", HtmlEscape(f.reason), "</p>");
+    absl::StrAppend(h, "<p><b>Why:</b> ", HtmlEscape(f.reason), "</p>");
   }
+}
 
-  h += "<h2>Device memory</h2>";
+// The device memory split: fragfree's parts, other processes, free.
+void AppendDeviceMemory(const OomFacts& f, const OomDiagnosis& d,
+                        std::string* h) {
+  *h += "<h2>Device memory</h2>";
   const size_t fragfree_pages = f.mapped_bytes + f.idle_bytes;
   const size_t accounted = fragfree_pages + d.other_bytes;
   const size_t free_bytes =
@@ -273,34 +270,40 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
        {"fragfree idle pages", f.idle_bytes, kIdle},
        {"other processes / non-fragfree", d.other_bytes, kOther},
        {"free", free_bytes, kFree}},
-      &h);
+      h);
+}
 
-  h += "<h2>Numbers</h2><table>";
-  Row(&h, "requested", FormatBytes(f.requested_bytes),
+// The numbers table.
+void AppendNumbers(const OomFacts& f, const OomDiagnosis& d, std::string* h) {
+  *h += "<h2>Numbers</h2><table>";
+  Row(h, "requested", FormatBytes(f.requested_bytes),
       absl::StrCat(FormatBytes(f.rounded_bytes), " after rounding",
                    f.pages_needed ? absl::StrCat("; ", f.pages_needed,
                                                  " more pages needed")
                                   : ""));
-  Row(&h, "device total", FormatBytes(f.device_total_bytes));
-  Row(&h, "device free", FormatBytes(f.device_free_bytes));
-  Row(&h, "fragfree limit", FormatBytes(f.limit_bytes));
-  Row(&h, "fragfree mapped (reserved)", FormatBytes(f.mapped_bytes));
-  Row(&h, "allocated", FormatBytes(f.allocated_bytes));
-  Row(&h, "pending other streams", FormatBytes(d.pending_bytes));
-  Row(&h, "cached free", FormatBytes(f.cached_bytes));
-  Row(&h, "  reclaimable", FormatBytes(f.reclaimable_bytes),
+  Row(h, "device total", FormatBytes(f.device_total_bytes));
+  Row(h, "device free", FormatBytes(f.device_free_bytes));
+  Row(h, "fragfree limit", FormatBytes(f.limit_bytes));
+  Row(h, "fragfree mapped (reserved)", FormatBytes(f.mapped_bytes));
+  Row(h, "allocated", FormatBytes(f.allocated_bytes));
+  Row(h, "pending other streams", FormatBytes(d.pending_bytes));
+  Row(h, "cached free", FormatBytes(f.cached_bytes));
+  Row(h, "  reclaimable", FormatBytes(f.reclaimable_bytes),
       "whole free pages: fragfree remaps them");
-  Row(&h, "  stranded", FormatBytes(d.stranded_bytes),
+  Row(h, "  stranded", FormatBytes(d.stranded_bytes),
       "free bytes in pages shared with live blocks");
-  Row(&h, "idle pages", FormatBytes(f.idle_bytes));
-  Row(&h, "rounding padding", FormatBytes(d.padding_bytes),
+  Row(h, "idle pages", FormatBytes(f.idle_bytes));
+  Row(h, "rounding padding", FormatBytes(d.padding_bytes),
       "allocated - requested");
-  Row(&h, "other (outside fragfree)", FormatBytes(d.other_bytes),
+  Row(h, "other (outside fragfree)", FormatBytes(d.other_bytes),
       "device used - fragfree's pages");
-  h += "</table>";
+  *h += "</table>";
+}
 
+// The gap and the effective gap, with their verdicts.
+void AppendFragmentation(const OomDiagnosis& d, std::string* h) {
   absl::StrAppendFormat(
-      &h,
+      h,
       "<h2>Fragmentation</h2><p><span class=\"badge %s\">%s</span>gap %.1f%% "
       "(1 - allocated / reserved; %s)</p><p><span "
       "class=\"badge %s\">%s</span>fragfree's effective gap %.1f%% ((stranded "
@@ -308,10 +311,15 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
       "remaps them.</p>",
       d.gap_verdict, d.gap_verdict, 100 * d.gap, GapRuleText(),
       d.effective_verdict, d.effective_verdict, 100 * d.effective_gap);
+}
 
-  h += "<h2>Diagnosis</h2>";
-  absl::StrAppend(&h, "<p class=\"cause\"><span class=\"badge\">",
-                  OomCauseName(d.cause), "</span>", HtmlEscape(d.summary), "</p>");
+// The cause, the persistent / activation split (when known) and the notes.
+void AppendDiagnosis(const OomContext& ctx, const OomDiagnosis& d,
+                     std::string* h) {
+  *h += "<h2>Diagnosis</h2>";
+  absl::StrAppend(h, "<p class=\"cause\"><span class=\"badge\">",
+                  OomCauseName(d.cause), "</span>", HtmlEscape(d.summary),
+                  "</p>");
   if (d.split_known) {
     std::vector<Segment> segs;
     if (d.categories_known) {
@@ -326,52 +334,77 @@ std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
     segs.push_back({d.persistent_estimated ? "within a step (estimate)"
                                            : "activations (within a step)",
                     d.activation_bytes, "#dd6b20"});
-    AppendStackedBar(segs, &h);
+    AppendStackedBar(segs, h);
   }
   if (!d.notes.empty()) {
-    h += "<ul>";
+    *h += "<ul>";
     for (const std::string& n : d.notes) {
-      absl::StrAppend(&h, "<li>", HtmlEscape(n), "</li>");
+      absl::StrAppend(h, "<li>", HtmlEscape(n), "</li>");
     }
-    h += "</ul>";
+    *h += "</ul>";
   }
+}
 
-  absl::StrAppend(&h, "<h2>What to try, in order</h2><p>", OomAdviceOrderText(),
+// The advice in order, and what was skipped as already on.
+void AppendAdvice(const OomDiagnosis& d, std::string* h) {
+  absl::StrAppend(h, "<h2>What to try, in order</h2><p>", OomAdviceOrderText(),
                   ".</p><ol>");
   for (const OomAdvice& a : d.advice) {
-    absl::StrAppend(&h, "<li><span class=\"badge\">", HtmlEscape(a.branch),
-                    "</span><b>", HtmlEscape(a.title), "</b><div class=\"how\">",
-                    HtmlEscape(a.how), "</div></li>");
+    absl::StrAppend(h, "<li><span class=\"badge\">", HtmlEscape(a.branch),
+                    "</span><b>", HtmlEscape(a.title),
+                    "</b><div class=\"how\">", HtmlEscape(a.how),
+                    "</div></li>");
   }
-  h += "</ol>";
+  *h += "</ol>";
   if (!d.skipped.empty()) {
-    h += "<p>Already on, not suggested:";
+    *h += "<p>Already on, not suggested:";
     for (const std::string& s : d.skipped) {
-      absl::StrAppend(&h, " <span class=\"badge\">", HtmlEscape(s), "</span>");
+      absl::StrAppend(h, " <span class=\"badge\">", HtmlEscape(s), "</span>");
     }
-    h += "</p>";
+    *h += "</p>";
   }
+}
 
+// The largest live allocations table (none: nothing).
+void AppendLargest(const OomDiagnosis& d, std::string* h) {
+  if (d.largest.empty()) return;
+  *h +=
+      "<h2>Largest live allocations</h2><table><tr><th>size</th><th>"
+      "address</th><th>stream</th><th>seq</th><th>stack</th></tr>";
+  for (const LiveAllocation& l : d.largest) {
+    absl::StrAppendFormat(
+        h,
+        "<tr><td class=\"n\">%s</td><td>%#x</td><td>%#x</td><td "
+        "class=\"n\">%d</td><td>",
+        FormatBytes(l.size), l.addr, l.stream, l.alloc_seq);
+    if (!l.stack.empty()) {
+      absl::StrAppend(h, "<details><summary>stack</summary><pre>",
+                      HtmlEscape(l.stack), "</pre></details>");
+    }
+    *h += "</td></tr>";
+  }
+  *h += "</table>";
+}
+
+}  // namespace
+
+std::string OomReportHtml(const OomContext& ctx) {
+  return OomReportHtml(ctx, DiagnoseOom(ctx));
+}
+
+std::string OomReportHtml(const OomContext& ctx, const OomDiagnosis& d) {
+  const OomFacts& f = ctx.facts;
+  std::string h;
+  h.reserve(64 * 1024);
+  AppendHeader(f, &h);
+  AppendDeviceMemory(f, d, &h);
+  AppendNumbers(f, d, &h);
+  AppendFragmentation(d, &h);
+  AppendDiagnosis(ctx, d, &h);
+  AppendAdvice(d, &h);
   h += "<h2>Memory map</h2>";
   AppendMemoryMap(ctx.arenas, &h);
-
-  if (!d.largest.empty()) {
-    h += "<h2>Largest live allocations</h2><table><tr><th>size</th><th>"
-         "address</th><th>stream</th><th>seq</th><th>stack</th></tr>";
-    for (const LiveAllocation& l : d.largest) {
-      absl::StrAppendFormat(
-          &h,
-          "<tr><td class=\"n\">%s</td><td>%#x</td><td>%#x</td><td "
-          "class=\"n\">%d</td><td>",
-          FormatBytes(l.size), l.addr, l.stream, l.alloc_seq);
-      if (!l.stack.empty()) {
-        absl::StrAppend(&h, "<details><summary>stack</summary><pre>",
-                        HtmlEscape(l.stack), "</pre></details>");
-      }
-      h += "</td></tr>";
-    }
-    h += "</table>";
-  }
+  AppendLargest(d, &h);
   absl::StrAppend(&h,
                   "<h2>Statistics</h2><details><summary>memory_stats() keys "
                   "(JSON)</summary><pre>",
