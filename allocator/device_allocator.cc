@@ -817,8 +817,8 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
                                           std::string reason) {
   ++stats_.num_ooms;
   UpdateGaugesLocked();
-  OomInfo& o = last_oom_;
-  o = OomInfo();
+  OomFacts& o = last_oom_;
+  o = OomFacts();
   o.device = device_;
   o.stream = stream;
   o.requested_bytes = size;
@@ -955,7 +955,7 @@ TraceLog DeviceAllocator::Trace() const {
   return trace_.Copy();
 }
 
-OomInfo DeviceAllocator::last_oom() const {
+OomFacts DeviceAllocator::last_oom() const {
   MutexLock lock(&mu_);
   return last_oom_;
 }

@@ -61,10 +61,6 @@
 
 namespace fragfree {
 
-// What the allocator knew when a request failed: the raw material of the OOM
-// report (obs/oom_report.h formats and diagnoses it).
-using OomInfo = OomFacts;
-
 // A CUDA graph memory pool, as PyTorch names it (MempoolId_t).
 using PoolId = std::pair<uint64_t, uint64_t>;
 
@@ -84,8 +80,8 @@ class DeviceAllocator : public MetadataObject {
   DeviceAllocator(const DeviceAllocator&) = delete;
   DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
-  // nullptr for size 0. ResourceExhausted (with an OomInfo kept for last_oom())
-  // when the memory cannot be found after every reclaim.
+  // nullptr for size 0. ResourceExhausted (with an OomFacts kept for
+  // last_oom()) when the memory cannot be found after every reclaim.
   absl::StatusOr<void*> Malloc(size_t size, StreamHandle stream)
       ABSL_LOCKS_EXCLUDED(mu_);
   // InvalidArgument for pointers that are not a live allocation of this device
@@ -135,7 +131,7 @@ class DeviceAllocator : public MetadataObject {
   DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
-  OomInfo last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
+  OomFacts last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
   // The request sizes sampled so far (the bucket_sample option), counts scaled
   // to estimate every request: the bucket advisor's input. `info` (optional)
   // receives the histogram's figures. ResetAccumulatedStats clears it.
@@ -420,7 +416,7 @@ class DeviceAllocator : public MetadataObject {
   LiveTable live_ ABSL_GUARDED_BY(mu_);
   MetadataVector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
-  OomInfo last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
+  OomFacts last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Most bytes ever allocated at once (not reset by ResetPeakStats).
   int64_t allocated_high_water_ ABSL_GUARDED_BY(mu_) = 0;
