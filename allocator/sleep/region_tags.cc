@@ -4,9 +4,9 @@
 #include "allocator/sleep/region_tags.h"
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/metadata_containers.h"
+#include "allocator/base/mutex.h"
 
 namespace fragfree {
 namespace {
@@ -17,7 +17,7 @@ using TagString =
 // Names by id (index 0 unused), and ids by name. On the metadata arena; never
 // destroyed (allocations may be freed during static destruction).
 struct TagTable {
-  absl::Mutex mu;
+  Mutex mu;
   MetadataVector<TagString> names ABSL_GUARDED_BY(mu);
   MetadataFlatHashMap<TagString, RegionTag> ids ABSL_GUARDED_BY(mu);
 };
@@ -50,7 +50,7 @@ absl::Status CheckName(std::string_view name) {
 absl::StatusOr<RegionTag> InternRegionTag(std::string_view name) {
   if (absl::Status s = CheckName(name); !s.ok()) return s;
   TagTable& t = Table();
-  absl::MutexLock lock(&t.mu);
+  MutexLock lock(&t.mu);
   TagString key(name.data(), name.size());
   if (auto it = t.ids.find(key); it != t.ids.end()) return it->second;
   if (t.names.empty()) t.names.emplace_back();  // id 0: untagged
@@ -66,21 +66,21 @@ absl::StatusOr<RegionTag> InternRegionTag(std::string_view name) {
 
 RegionTag FindRegionTag(std::string_view name) {
   TagTable& t = Table();
-  absl::MutexLock lock(&t.mu);
+  MutexLock lock(&t.mu);
   auto it = t.ids.find(TagString(name.data(), name.size()));
   return it == t.ids.end() ? kNoRegionTag : it->second;
 }
 
 std::string RegionTagName(RegionTag tag) {
   TagTable& t = Table();
-  absl::MutexLock lock(&t.mu);
+  MutexLock lock(&t.mu);
   if (tag == kNoRegionTag || tag >= t.names.size()) return "";
   return std::string(t.names[tag].data(), t.names[tag].size());
 }
 
 std::vector<RegionTag> AllRegionTags() {
   TagTable& t = Table();
-  absl::MutexLock lock(&t.mu);
+  MutexLock lock(&t.mu);
   std::vector<RegionTag> out;
   for (size_t i = 1; i < t.names.size(); ++i) out.push_back(RegionTag(i));
   return out;
