@@ -342,8 +342,8 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves the backup's host memory and starts copying the live blocks of
   // `arenas` into it, in pieces; `marks` says which pages each piece frees.
-  absl::Status StartBackup(const MetadataVector<Arena*>& arenas,
-                           Backup* backup, MetadataVector<BackupMark>* marks)
+  absl::Status StartBackup(const MetadataVector<Arena*>& arenas, Backup* backup,
+                           MetadataVector<BackupMark>* marks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps (map_range) and starts copying back the tag's backup, piece by
   // piece; *last_ticket: the last copy's ticket (or unchanged).

@@ -256,8 +256,8 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
       sleep_.pool.set_copier(sleep_.copier.get());
     }
     // Kept chunks first (sleep_.pool), new ones pinned ahead of the copies.
-    backup = std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool,
-                                      live_bytes);
+    backup =
+        std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool, live_bytes);
     backup->Start();
     if (absl::Status s = StartBackup(arenas, backup.get(), &marks); !s.ok()) {
       // The copies issued write into the backup's host memory: let them end
@@ -335,8 +335,8 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
 }
 
 absl::Status DeviceAllocator::RestoreBackup(
-    RegionTag tag, absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)>
-                       map_range,
+    RegionTag tag,
+    absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range,
     uint64_t* last_ticket) {
   TagSleepState& t = sleep_.For(tag);
   if (t.backup == nullptr || !sleep_.copier->copies_contents()) {
@@ -367,10 +367,9 @@ absl::Status DeviceAllocator::RestoreBackup(
       continue;
     }
     const uintptr_t h = reinterpret_cast<uintptr_t>(e.host);
-    if (bytes > 0 &&
-        (live->block->arena != arena || e.addr != lo + bytes ||
-         h != host_lo + bytes || e.starts_chunk ||
-         bytes + e.size > kBackupPieceBytes)) {
+    if (bytes > 0 && (live->block->arena != arena || e.addr != lo + bytes ||
+                      h != host_lo + bytes || e.starts_chunk ||
+                      bytes + e.size > kBackupPieceBytes)) {
       if (absl::Status s = flush(); !s.ok()) return s;
     }
     if (bytes == 0) {
@@ -450,7 +449,8 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
       if (!status.ok()) break;
     }
   }
-  if (status.ok() && last_ticket > 0) status = sleep_.copier->WaitFor(last_ticket);
+  if (status.ok() && last_ticket > 0)
+    status = sleep_.copier->WaitFor(last_ticket);
   if (!status.ok()) {
     // All or nothing: copies in flight end first (they write into the pages);
     // then the pages this call mapped (no program work has used them) are

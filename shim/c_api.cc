@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/json.h"
-#include "allocator/sleep/region_tags.h"
 #include "allocator/ipc/ipc_handle.h"
 #include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/obs/stats.h"
 #include "allocator/obs/trace_context.h"
+#include "allocator/sleep/region_tags.h"
 #include "fragfree/fragfree.h"
 #include "shim/host_api.h"
 #include "shim/oom.h"
@@ -57,63 +57,63 @@ DeviceAllocator* OwnerOf(const void* ptr) {
 int OneDevice(int device) { return device < 0 ? 0 : device; }
 
 // ff_stats_t's layout, pinned: version 1's fields, then what version 2
-// appended (sleep and wake), then version 3's kept_backup_bytes. The struct is generated
-// from the field lists (allocator/obs/stat_fields.h), so a field added to any
-// list but the very end moves every field after it, and an old caller would
-// read the wrong numbers. If one of these fails, the ABI changed: append the
-// new field at the end instead, or bump FF_STATS_VERSION and give the new
-// layout its own checks.
+// appended (sleep and wake), then version 3's kept_backup_bytes. The struct is
+// generated from the field lists (allocator/obs/stat_fields.h), so a field
+// added to any list but the very end moves every field after it, and an old
+// caller would read the wrong numbers. If one of these fails, the ABI changed:
+// append the new field at the end instead, or bump FF_STATS_VERSION and give
+// the new layout its own checks.
 static_assert(FF_STATS_VERSION == 3, "ff_stats_t changed: pin its new layout");
 static_assert(sizeof(ff_stat_t) == 32);
 static_assert(offsetof(ff_stats_t, size) == 0);
 static_assert(offsetof(ff_stats_t, version) == 4);
-#define FF_STATS_V1_OFFSETS(X)  \
-  X(allocation, 8)              \
-  X(segment, 104)               \
-  X(active, 200)                \
-  X(inactive_split, 296)        \
-  X(allocated_bytes, 392)       \
-  X(reserved_bytes, 488)        \
-  X(active_bytes, 584)          \
-  X(inactive_split_bytes, 680)  \
-  X(requested_bytes, 776)       \
-  X(oversize_allocations, 872)  \
-  X(oversize_segments, 904)     \
-  X(mapped_bytes, 936)          \
-  X(idle_page_bytes, 968)       \
-  X(num_alloc_retries, 1000)    \
-  X(num_ooms, 1008)             \
-  X(max_split_size, 1016)       \
-  X(num_sync_all_streams, 1024) \
-  X(num_device_alloc, 1032)     \
-  X(num_device_free, 1040)      \
-  X(pages_mapped, 1048)         \
-  X(pages_unmapped, 1056)       \
-  X(pages_remapped, 1064)       \
-  X(handles_created, 1072)      \
-  X(handles_released, 1080)     \
-  X(fences_recorded, 1088)      \
-  X(fence_waits, 1096)          \
-  X(num_streams, 1104)          \
-  X(num_arenas, 1112)           \
-  X(invalid_frees, 1120)        \
-  X(cached_free_bytes, 1128)    \
-  X(reclaimable_bytes, 1136)    \
-  X(largest_free_block, 1144)   \
-  X(total_free_va_mapped, 1152) \
-  X(device_total_bytes, 1160)   \
-  X(device_free_bytes, 1168)    \
-  X(memory_limit_bytes, 1176)   \
-  X(page_size, 1184)            \
-  X(u_alloc, 1192)              \
-  X(u_active, 1200)             \
+#define FF_STATS_V1_OFFSETS(X)    \
+  X(allocation, 8)                \
+  X(segment, 104)                 \
+  X(active, 200)                  \
+  X(inactive_split, 296)          \
+  X(allocated_bytes, 392)         \
+  X(reserved_bytes, 488)          \
+  X(active_bytes, 584)            \
+  X(inactive_split_bytes, 680)    \
+  X(requested_bytes, 776)         \
+  X(oversize_allocations, 872)    \
+  X(oversize_segments, 904)       \
+  X(mapped_bytes, 936)            \
+  X(idle_page_bytes, 968)         \
+  X(num_alloc_retries, 1000)      \
+  X(num_ooms, 1008)               \
+  X(max_split_size, 1016)         \
+  X(num_sync_all_streams, 1024)   \
+  X(num_device_alloc, 1032)       \
+  X(num_device_free, 1040)        \
+  X(pages_mapped, 1048)           \
+  X(pages_unmapped, 1056)         \
+  X(pages_remapped, 1064)         \
+  X(handles_created, 1072)        \
+  X(handles_released, 1080)       \
+  X(fences_recorded, 1088)        \
+  X(fence_waits, 1096)            \
+  X(num_streams, 1104)            \
+  X(num_arenas, 1112)             \
+  X(invalid_frees, 1120)          \
+  X(cached_free_bytes, 1128)      \
+  X(reclaimable_bytes, 1136)      \
+  X(largest_free_block, 1144)     \
+  X(total_free_va_mapped, 1152)   \
+  X(device_total_bytes, 1160)     \
+  X(device_free_bytes, 1168)      \
+  X(memory_limit_bytes, 1176)     \
+  X(page_size, 1184)              \
+  X(u_alloc, 1192)                \
+  X(u_active, 1200)               \
   X(external_fragmentation, 1208) \
   X(paused_tags, 1216)            \
   X(paused_bytes, 1224)           \
   X(backup_bytes, 1232)           \
   X(num_pauses, 1240)             \
   X(num_resumes, 1248)            \
-  X(num_resume_failures, 1256)   \
+  X(num_resume_failures, 1256)    \
   X(kept_backup_bytes, 1264)
 #define FF_PIN_OFFSET(name, offset)                   \
   static_assert(offsetof(ff_stats_t, name) == offset, \
@@ -629,8 +629,8 @@ namespace {
 // tags is NULL and ntags 0 (for resume: every paused one, since the engine
 // skips the others). A name never used in a region is an error (a typo).
 absl::StatusOr<std::vector<fragfree::RegionTag>> TagsOf(const char* call,
-                                                         const char* const* tags,
-                                                         int ntags) {
+                                                        const char* const* tags,
+                                                        int ntags) {
   if (tags == nullptr && ntags == 0) return fragfree::AllRegionTags();
   if (tags == nullptr || ntags < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -719,8 +719,8 @@ ff_status_t ff_release_backup(size_t* freed) {
 size_t ff_paused_json(int device, char* buf, size_t len) {
   Runtime& rt = Runtime::Get();
   if (device >= fragfree::kMaxDevices) {
-    rt.Report(absl::InvalidArgumentError(absl::StrFormat(
-        "ff_paused_json: device %d is out of range", device)));
+    rt.Report(absl::InvalidArgumentError(
+        absl::StrFormat("ff_paused_json: device %d is out of range", device)));
     return 0;
   }
   std::string out = "{\"devices\":[";
@@ -734,14 +734,14 @@ size_t ff_paused_json(int device, char* buf, size_t len) {
     first_device = false;
     bool first_tag = true;
     for (const fragfree::TagSleepInfo& t : d->SleepInfo()) {
-      absl::StrAppendFormat(
-          &out,
-          "%s{\"tag\":%s,\"paused\":%s,\"live_bytes\":%d,"
-          "\"live_allocations\":%d,\"mapped_bytes\":%d,"
-          "\"backup_bytes\":%d,\"arenas\":%d}",
-          first_tag ? "" : ",", fragfree::JsonQuote(t.name),
-          t.paused ? "true" : "false", t.live_bytes, t.live_blocks,
-          t.mapped_bytes, t.backup_bytes, t.arenas);
+      absl::StrAppendFormat(&out,
+                            "%s{\"tag\":%s,\"paused\":%s,\"live_bytes\":%d,"
+                            "\"live_allocations\":%d,\"mapped_bytes\":%d,"
+                            "\"backup_bytes\":%d,\"arenas\":%d}",
+                            first_tag ? "" : ",", fragfree::JsonQuote(t.name),
+                            t.paused ? "true" : "false", t.live_bytes,
+                            t.live_blocks, t.mapped_bytes, t.backup_bytes,
+                            t.arenas);
       first_tag = false;
     }
     out += "]}";

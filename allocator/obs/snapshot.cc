@@ -234,8 +234,7 @@ void PausedRanges(const ArenaView& arena, std::vector<Range>* ranges) {
   for (size_t i = 0; i < arena.blocks.size(); ++i) {
     const BlockView& b = arena.blocks[i];
     if (!Live(b.state)) continue;
-    const uintptr_t lo =
-        arena.base + (b.addr - arena.base) / page * page;
+    const uintptr_t lo = arena.base + (b.addr - arena.base) / page * page;
     const uintptr_t hi =
         arena.base + (b.addr + b.size - arena.base + page - 1) / page * page;
     if (!ranges->empty() && ranges->back().arena == &arena &&
@@ -244,7 +243,8 @@ void PausedRanges(const ArenaView& arena, std::vector<Range>* ranges) {
       continue;
     }
     size_t first = i;
-    while (first > 0 && arena.blocks[first - 1].addr + arena.blocks[first - 1].size > lo) {
+    while (first > 0 &&
+           arena.blocks[first - 1].addr + arena.blocks[first - 1].size > lo) {
       --first;
     }
     ranges->push_back({lo, hi, &arena, first});

@@ -15,53 +15,53 @@
 
 namespace fragfree {
 
-#define FF_CUDA_DRIVER_FUNCTIONS(X)                      \
-  X(cuInit)                                              \
-  X(cuGetErrorName)                                      \
-  X(cuGetErrorString)                                    \
-  X(cuDeviceGet)                                         \
-  X(cuDeviceGetCount)                                    \
-  X(cuDeviceGetAttribute)                                \
-  X(cuDeviceTotalMem)                                    \
-  X(cuDeviceCanAccessPeer)                               \
-  X(cuDevicePrimaryCtxRetain)                            \
-  X(cuCtxGetCurrent)                                     \
-  X(cuCtxSetCurrent)                                     \
-  X(cuCtxGetDevice)                                      \
-  X(cuMemGetInfo)                                        \
-  X(cuMemAddressReserve)                                 \
-  X(cuMemAddressFree)                                    \
-  X(cuMemCreate)                                         \
-  X(cuMemRelease)                                        \
-  X(cuMemMap)                                            \
-  X(cuMemUnmap)                                          \
-  X(cuMemSetAccess)                                      \
-  X(cuMemGetAllocationGranularity)                       \
-  /* sharing pages with other processes (docs/ipc.md) */ \
-  X(cuMemExportToShareableHandle)                        \
-  X(cuMemImportFromShareableHandle)                      \
-  X(cuEventCreate)                                       \
-  X(cuEventDestroy)                                      \
-  X(cuEventRecord)                                       \
-  X(cuEventQuery)                                        \
-  X(cuEventSynchronize)                                  \
-  X(cuStreamGetCaptureInfo)                              \
-  X(cuStreamSynchronize)                                 \
-  X(cuStreamCreate)                                      \
-  X(cuStreamDestroy)                                     \
-  X(cuMemcpyHtoD)                                        \
-  X(cuMemcpyDtoH)                                        \
-  X(cuMemsetD8Async)                                     \
+#define FF_CUDA_DRIVER_FUNCTIONS(X)                               \
+  X(cuInit)                                                       \
+  X(cuGetErrorName)                                               \
+  X(cuGetErrorString)                                             \
+  X(cuDeviceGet)                                                  \
+  X(cuDeviceGetCount)                                             \
+  X(cuDeviceGetAttribute)                                         \
+  X(cuDeviceTotalMem)                                             \
+  X(cuDeviceCanAccessPeer)                                        \
+  X(cuDevicePrimaryCtxRetain)                                     \
+  X(cuCtxGetCurrent)                                              \
+  X(cuCtxSetCurrent)                                              \
+  X(cuCtxGetDevice)                                               \
+  X(cuMemGetInfo)                                                 \
+  X(cuMemAddressReserve)                                          \
+  X(cuMemAddressFree)                                             \
+  X(cuMemCreate)                                                  \
+  X(cuMemRelease)                                                 \
+  X(cuMemMap)                                                     \
+  X(cuMemUnmap)                                                   \
+  X(cuMemSetAccess)                                               \
+  X(cuMemGetAllocationGranularity)                                \
+  /* sharing pages with other processes (docs/ipc.md) */          \
+  X(cuMemExportToShareableHandle)                                 \
+  X(cuMemImportFromShareableHandle)                               \
+  X(cuEventCreate)                                                \
+  X(cuEventDestroy)                                               \
+  X(cuEventRecord)                                                \
+  X(cuEventQuery)                                                 \
+  X(cuEventSynchronize)                                           \
+  X(cuStreamGetCaptureInfo)                                       \
+  X(cuStreamSynchronize)                                          \
+  X(cuStreamCreate)                                               \
+  X(cuStreamDestroy)                                              \
+  X(cuMemcpyHtoD)                                                 \
+  X(cuMemcpyDtoH)                                                 \
+  X(cuMemsetD8Async)                                              \
   /* backups of paused memory (allocator/sleep/backup_cuda.cc) */ \
-  X(cuMemcpyDtoHAsync)                                   \
-  X(cuMemcpyHtoDAsync)                                   \
-  /* pinned host memory (allocator/host/cuda_host.cc) */ \
-  X(cuMemHostAlloc)                                      \
-  X(cuMemFreeHost)                                       \
-  X(cuMemHostRegister)                                   \
-  X(cuMemHostUnregister)                                 \
-  X(cuStreamGetCtx)                                      \
-  X(cuMemAlloc)                                          \
+  X(cuMemcpyDtoHAsync)                                            \
+  X(cuMemcpyHtoDAsync)                                            \
+  /* pinned host memory (allocator/host/cuda_host.cc) */          \
+  X(cuMemHostAlloc)                                               \
+  X(cuMemFreeHost)                                                \
+  X(cuMemHostRegister)                                            \
+  X(cuMemHostUnregister)                                          \
+  X(cuStreamGetCtx)                                               \
+  X(cuMemAlloc)                                                   \
   X(cuMemFree)
 
 struct CudaDriver {

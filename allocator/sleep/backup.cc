@@ -112,7 +112,8 @@ void ParallelFor(int threads, size_t n, Fn fn) {
   } shared;
   shared.fn = &fn;
   shared.n = n;
-  const int helpers = int(std::min<size_t>(size_t(std::max(threads, 1)), n)) - 1;
+  const int helpers =
+      int(std::min<size_t>(size_t(std::max(threads, 1)), n)) - 1;
   pthread_t ids[16];
   int started = 0;
   for (int t = 0; t < std::min(helpers, 16); ++t) {
@@ -137,11 +138,13 @@ constexpr size_t kChunkGranule = size_t{2} << 20;
 
 void FreeHostChunks(BackupCopier* copier, const HostChunk* chunks, size_t n) {
   if (n == 0) return;
-  ParallelFor(copier->host_threads(), n,
-              [&](size_t i) { copier->FreeHost(chunks[i].base, chunks[i].size); });
+  ParallelFor(copier->host_threads(), n, [&](size_t i) {
+    copier->FreeHost(chunks[i].base, chunks[i].size);
+  });
 }
 
-// --- BackupPool ---------------------------------------------------------------
+// --- BackupPool
+// ---------------------------------------------------------------
 
 void BackupPool::Put(HostChunk c) {
   if (c.base == nullptr) return;
@@ -169,13 +172,15 @@ bool BackupPool::Take(size_t need, HostChunk* out) {
 
 size_t BackupPool::Release() {
   const size_t freed = bytes_;
-  if (copier_ != nullptr) FreeHostChunks(copier_, chunks_.data(), chunks_.size());
+  if (copier_ != nullptr)
+    FreeHostChunks(copier_, chunks_.data(), chunks_.size());
   chunks_.clear();
   bytes_ = 0;
   return freed;
 }
 
-// --- Backup -------------------------------------------------------------------
+// --- Backup
+// -------------------------------------------------------------------
 
 // New chunks being got, in order, by helper threads (or, with one host
 // thread, by the caller when it needs each).
@@ -190,10 +195,10 @@ struct Backup::Pipeline {
   MetadataVector<Slot> slots;
   std::mutex mu;
   std::condition_variable cv;
-  size_t next = 0;          // the next slot a helper starts (guarded by mu)
-  size_t next_taken = 0;    // the next slot the owner takes (owner only)
-  bool stop = false;        // guarded by mu
-  absl::Status error;       // the first failure, guarded by mu
+  size_t next = 0;        // the next slot a helper starts (guarded by mu)
+  size_t next_taken = 0;  // the next slot the owner takes (owner only)
+  bool stop = false;      // guarded by mu
+  absl::Status error;     // the first failure, guarded by mu
   pthread_t ids[16];
   int threads = 0;
 
@@ -339,7 +344,8 @@ absl::StatusOr<std::pair<char*, size_t>> Backup::Reserve(size_t bytes) {
   const size_t n = std::min(bytes, chunks_.back().size - used_in_last_);
   char* p = chunks_.back().base + used_in_last_;
   last_starts_chunk_ = used_in_last_ == 0;
-  used_in_last_ = std::min(chunks_.back().size, used_in_last_ + AlignUp(n, kAlign));
+  used_in_last_ =
+      std::min(chunks_.back().size, used_in_last_ + AlignUp(n, kAlign));
   return std::make_pair(p, n);
 }
 

@@ -1,11 +1,12 @@
 // Hot-path benchmark (Google Benchmark): a free+alloc pair against a warm
 // allocator holding N live blocks, as PyTorch's allocator was measured on the
-// H200 (bench/results/2026-11-29-h200-gpu-suite.md: p50 1.28-1.49 us). Mixed sizes: 60% 512 B-1 MiB, 35% 1-9 MiB,
-// 5% 16-48 MiB, in 512-byte steps; or small only (512 B-64 KiB). Each pair is
-// timed on its own and p50/p99 are reported as counters (ns), beside the mean.
-// Backend: FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or
-// cuda. Engine options: FRAGFREE_BENCH_CONF (FRAGFREE_CONF syntax).
-// BM_TraceCost*: the trace ring's cost, off and on in turns in one process.
+// H200 (bench/results/2026-11-29-h200-gpu-suite.md: p50 1.28-1.49 us). Mixed
+// sizes: 60% 512 B-1 MiB, 35% 1-9 MiB, 5% 16-48 MiB, in 512-byte steps; or
+// small only (512 B-64 KiB). Each pair is timed on its own and p50/p99 are
+// reported as counters (ns), beside the mean. Backend:
+// FRAGFREE_BENCH_BACKEND=simulated (default: no OS calls), host, or cuda.
+// Engine options: FRAGFREE_BENCH_CONF (FRAGFREE_CONF syntax). BM_TraceCost*:
+// the trace ring's cost, off and on in turns in one process.
 #include <x86intrin.h>
 
 #include <algorithm>

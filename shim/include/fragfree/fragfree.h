@@ -270,7 +270,8 @@ FF_API size_t ff_host_allocation_size(const void* ptr);
  * its allocations is allowed. Every function here may be called through
  * dlsym from a program that preloads libfragfree.so. */
 #define FF_BACKUP_NONE 0 /* contents are not kept: undefined after resume */
-#define FF_BACKUP_CPU 1  /* contents copied to host memory, restored on resume */
+#define FF_BACKUP_CPU 1  /* contents copied to host memory, restored on resume \
+                          */
 /* Opens a region on the calling thread. Tags are 1 to 128 characters without
  * control characters; at most 4096 distinct tags, 64 nested regions. */
 FF_API ff_status_t ff_region_begin(const char* tag);
@@ -327,12 +328,12 @@ FF_API size_t ff_paused_json(int device, char* buf, size_t len);
  * an export, or calls ff_ipc_sweep. Until then the block counts as allocated.
  */
 typedef struct ff_ipc_export_info_t {
-  uint64_t export_id;  /* for ff_ipc_release */
-  void* block;         /* start of the whole block ptr lies in */
-  size_t block_size;   /* its size (the rounded size fragfree handed out) */
-  size_t page_offset;  /* ptr - start of the block's first page (PyTorch's
-                          ShareableHandle.offset) */
-  size_t handle_size;  /* bytes of the handle (set also when buf is short) */
+  uint64_t export_id; /* for ff_ipc_release */
+  void* block;        /* start of the whole block ptr lies in */
+  size_t block_size;  /* its size (the rounded size fragfree handed out) */
+  size_t page_offset; /* ptr - start of the block's first page (PyTorch's
+                         ShareableHandle.offset) */
+  size_t handle_size; /* bytes of the handle (set also when buf is short) */
 } ff_ipc_export_info_t;
 /* The export ends when the producer frees the block (PyTorch's reference
  * counting keeps that free until its consumers are done); exporting the same
