@@ -33,7 +33,7 @@ using stress::Rig;
 // could never be released (Release: "still mapped"), so EmptyCache failed and
 // the device memory was lost. Found by engine_fuzz; fixed (MapPages keeps a
 // page whose Unmap fails mapped and owned by the arena).
-TEST(FaultSweep, MapUndoWithAFailingUnmapLeaksNoMappedPage) {
+TEST(EngineBugs, MapUndoWithAFailingUnmapLeaksNoMappedPage) {
   Rig r = MakeRig(4);
   r.faults->FailNext(BackendOp::kSetAccess, 1,
                      absl::InternalError("injected SetAccess fault"));
@@ -59,7 +59,7 @@ TEST(FaultSweep, MapUndoWithAFailingUnmapLeaksNoMappedPage) {
 // backend, an illegal address on a GPU. Found by engine_fuzz (random input 43
 // of seed 3). Fixed: the arena records such pages as without access, and a
 // block placed over one goes through MapPages, which sets their access first.
-TEST(FaultSweep, PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
+TEST(EngineBugs, PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
   EXPECT_EXIT(
       {
         Rig r = MakeRig(4);
@@ -81,7 +81,7 @@ TEST(FaultSweep, PageKeptAfterAFailedUndoIsAccessibleWhenReused) {
 // The same when a Map fails (SetAccess never ran on the pages mapped before
 // it), and when the SetAccess that sets up the kept pages fails once more:
 // that Malloc fails cleanly, and the next one over the same pages works.
-TEST(FaultSweep, PagesKeptAfterAFailedMapAreSetUpEvenAfterAnotherFault) {
+TEST(EngineBugs, PagesKeptAfterAFailedMapAreSetUpEvenAfterAnotherFault) {
   EXPECT_EXIT(
       {
         Rig r = MakeRig(8);
@@ -126,7 +126,7 @@ TEST(FaultSweep, PagesKeptAfterAFailedMapAreSetUpEvenAfterAnotherFault) {
 // with nothing changed (the block still live), or it succeeds and the block is
 // reclaimed once the events complete. Found by reading Free for the sweep;
 // fixed (Free records the events before it changes anything).
-TEST(FaultSweep, FreeWhoseEventRecordFailsKeepsTheBlock) {
+TEST(EngineBugs, FreeWhoseEventRecordFailsKeepsTheBlock) {
   Rig r = MakeRig(4);
   void* p = *r.a->Malloc(kPage, kS1);
   ASSERT_TRUE(r.a->RecordStream(p, kS2).ok());
@@ -153,7 +153,7 @@ TEST(FaultSweep, FreeWhoseEventRecordFailsKeepsTheBlock) {
 // fails an Unmap at shutdown (a CUDA context already torn down at process exit,
 // a lost device) aborted the whole process instead of leaking. Fixed (the
 // destructor leaks such arenas, with a message).
-TEST(FaultSweep, DestructionWithAFailingUnmapDoesNotAbort) {
+TEST(EngineBugs, DestructionWithAFailingUnmapDoesNotAbort) {
   EXPECT_EXIT(
       {
         Rig r = MakeRig();
@@ -180,7 +180,7 @@ TEST(FaultSweep, DestructionWithAFailingUnmapDoesNotAbort) {
 // space and Malloc failed with an error that is not an OOM. Fixed: a retired
 // slot's arenas are released (pages unmapped, VA released) once they hold no
 // allocated or pending block, and the slot is reused.
-TEST(FaultSweep, RetiredStreamsDoNotAccumulateArenas) {
+TEST(EngineBugs, RetiredStreamsDoNotAccumulateArenas) {
   Rig r = MakeRig(4);
   for (int i = 0; i < 200; ++i) {
     const StreamHandle stream = 0x10000 + StreamHandle(i % 4) * 0x100;
@@ -206,7 +206,7 @@ int64_t VaHeld(const Rig& r) {
 // is still live (freed a few cycles later), with a long-lived stream next to
 // them: arenas, VA reservations and stream slots stay bounded, invariants hold
 // and live data is intact, and at the end everything comes back.
-TEST(FaultSweep, TenThousandStreamCyclesKeepVaAndMetadataBounded) {
+TEST(EngineBugs, TenThousandStreamCyclesKeepVaAndMetadataBounded) {
   Rig r = MakeRig(8);
   void* keep = *r.a->Malloc(2 * kPage, kS1);  // a stream that stays
   memset(keep, 0x11, 2 * kPage);
@@ -259,7 +259,7 @@ TEST(FaultSweep, TenThousandStreamCyclesKeepVaAndMetadataBounded) {
 // A retired stream's arena that still holds a block stays (its data intact)
 // until that block is freed; its pages then go back to the pool, usable by
 // other streams, and its VA is released.
-TEST(FaultSweep, RetiredStreamArenaIsReleasedWithItsLastBlock) {
+TEST(EngineBugs, RetiredStreamArenaIsReleasedWithItsLastBlock) {
   Rig r = MakeRig(4);
   void* p = *r.a->Malloc(2 * kPage, kS2);
   memset(p, 0x33, 2 * kPage);
@@ -287,7 +287,7 @@ TEST(FaultSweep, RetiredStreamArenaIsReleasedWithItsLastBlock) {
 // The same for a block freed with record_stream uses (pending until the other
 // stream's event completes), and for a graph pool's arena: its memory stays
 // with the pool (a graph may replay) until ReleasePool.
-TEST(FaultSweep, RetiredArenasWaitForPendingFreesAndTheirPool) {
+TEST(EngineBugs, RetiredArenasWaitForPendingFreesAndTheirPool) {
   Rig r = MakeRig(8);
   void* p = *r.a->Malloc(kPage, kS2);
   ASSERT_TRUE(r.a->RecordStream(p, kS1).ok());
