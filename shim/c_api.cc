@@ -16,6 +16,7 @@
 #include "allocator/obs/trace_context.h"
 #include "allocator/sleep/region_tags.h"
 #include "fragfree/fragfree.h"
+#include "shim/device_bucket_advice.h"
 #include "shim/host_api.h"
 #include "shim/oom.h"
 #include "shim/runtime.h"
@@ -43,11 +44,27 @@ ff_status_t ForDevices(int device, Fn&& fn) {
   return FF_OK;
 }
 
-// The allocator of the device that owns live allocation `ptr`, or nullptr.
-DeviceAllocator* OwnerOf(const void* ptr) {
+// What OwnerOf looks for.
+enum class Owned {
+  // ptr is a live allocation, as handed out (ff_free, ff_record_stream,
+  // ff_allocation_size).
+  kAllocation,
+  // ptr is anywhere inside a live block or a block opened with ff_ipc_open
+  // (ff_ipc_export).
+  kAnyAddress,
+};
+
+// The allocator of the first device in use that owns `ptr` as `owned` says,
+// or nullptr (FF_DEVICE_OWNER's lookup).
+DeviceAllocator* OwnerOf(const void* ptr, Owned owned = Owned::kAllocation) {
+  Runtime& rt = Runtime::Get();
   for (int i = 0; i < fragfree::kMaxDevices; ++i) {
-    DeviceAllocator* d = Runtime::Get().Existing(i);
-    if (d != nullptr && d->AllocationSize(ptr) > 0) return d;
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    if (owned == Owned::kAllocation ? d->AllocationSize(ptr) > 0
+                                    : d->AddressRange(ptr).ok()) {
+      return d;
+    }
   }
   return nullptr;
 }
@@ -316,27 +333,17 @@ size_t ff_bucket_advice_json(int device, int num_buckets, char* buf,
   }
   device = OneDevice(device);
   DeviceAllocator* d = rt.Existing(device);
-  const fragfree::Options options = d ? d->options() : rt.options();
-  const size_t k =
-      num_buckets > 0 ? size_t(num_buckets) : options.bucket_advice_k;
-  fragfree::SizeHistogram::Info info;
-  info.sample_every = options.bucket_sample;
-  std::vector<fragfree::SizeCount> sizes;
-  fragfree::BucketAdvisorOptions advisor;
-  advisor.num_buckets = k;
-  if (d != nullptr) {
-    sizes = d->RequestSizes(&info);
-    if (size_t limit = d->memory_limit(); limit != 0) advisor.max_size = limit;
-  }
-  const std::string advice =
-      fragfree::BucketAdviceToJson(fragfree::AdviseBuckets(sizes, advisor));
+  const fragfree::DeviceBucketAdvice a = fragfree::AdviseDeviceBuckets(
+      d, d ? d->options() : rt.options(), size_t(std::max(num_buckets, 0)));
+  const std::string advice = fragfree::BucketAdviceToJson(a.advice);
   // {"device":..,<histogram figures>, <the advice's fields>}
   return CopyOut(
       absl::StrFormat("{\"device\":%d,\"num_buckets\":%d,\"sample_every\":%d,"
                       "\"samples\":%d,\"distinct_sizes\":%d,"
                       "\"max_distinct_sizes\":%d,\"precision_bits\":%d,%s",
-                      device, k, info.sample_every, info.samples,
-                      info.distinct_sizes, info.max_sizes, info.precision_bits,
+                      device, a.num_buckets, a.histogram.sample_every,
+                      a.histogram.samples, a.histogram.distinct_sizes,
+                      a.histogram.max_sizes, a.histogram.precision_bits,
                       advice.substr(1)),
       buf, len);
 }
@@ -497,16 +504,6 @@ absl::Status IpcStatus(absl::Status s) {
   return s;
 }
 
-// The device whose live block (or opened IPC block) contains ptr.
-DeviceAllocator* RangeOwnerOf(const void* ptr) {
-  Runtime& rt = Runtime::Get();
-  for (int i = 0; i < fragfree::kMaxDevices; ++i) {
-    DeviceAllocator* d = rt.Existing(i);
-    if (d != nullptr && d->AddressRange(ptr).ok()) return d;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 extern "C" {
@@ -520,7 +517,7 @@ ff_status_t ff_ipc_export(const void* ptr, unsigned flags, void* handle,
         "ff_ipc_export: ptr and info must not be NULL, and flags may only "
         "hold FF_IPC_RELEASE_ON_FREE"));
   }
-  DeviceAllocator* d = RangeOwnerOf(ptr);
+  DeviceAllocator* d = OwnerOf(ptr, Owned::kAnyAddress);
   if (d == nullptr) {
     return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
         "ff_ipc_export: %p is not inside a live fragfree allocation", ptr)));

@@ -16,8 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "allocator/base/units.h"
-#include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/oom_report.h"
+#include "shim/device_bucket_advice.h"
 #include "shim/runtime.h"
 
 namespace fragfree {
@@ -130,15 +130,10 @@ std::string Report(DeviceAllocator& device, const Options& options,
   context.facts = device.last_oom();
   context.stats = device.GetStats();
   context.arenas = device.Arenas();
-  // The bucket advisor over the request sizes sampled so far (bucket_sample);
-  // requests above the limit could not be served by any bucket.
-  if (std::vector<SizeCount> sizes = device.RequestSizes(); !sizes.empty()) {
-    BucketAdvisorOptions advisor;
-    advisor.num_buckets = options.bucket_advice_k;
-    if (context.facts.limit_bytes != 0) {
-      advisor.max_size = context.facts.limit_bytes;
-    }
-    context.bucket_advice = AdviseBuckets(sizes, advisor);
+  // The bucket advisor over the request sizes sampled so far (bucket_sample).
+  if (DeviceBucketAdvice a = AdviseDeviceBuckets(&device, options);
+      a.has_sizes) {
+    context.bucket_advice = std::move(a.advice);
   }
   context.techniques.emplace();
   context.techniques->round_buckets = !options.rounding.buckets.empty();

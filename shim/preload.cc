@@ -29,11 +29,12 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/config_tokens.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/units.h"
-#include "allocator/obs/bucket_advisor.h"
 #include "allocator/obs/stats.h"
 #include "allocator/options.h"
+#include "shim/device_bucket_advice.h"
 #include "shim/preload_python.h"
 #include "shim/runtime.h"
 
@@ -66,38 +67,36 @@ bool EnvTrue(const char* name) {
   return s == "1" || s == "true" || s == "yes" || s == "y" || s == "on";
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-// The two keys of a PyTorch allocator config that decide what fragfree sees.
+// The two keys of a PyTorch allocator config that decide what fragfree sees:
+// a top-level item `backend:cudaMallocAsync` or `expandable_segments:True`
+// (the last item with the key wins), read from the tokens of the one
+// configuration tokenizer (allocator/base/config_tokens.h).
 struct TorchBackend {
   bool cuda_malloc_async = false;
   bool expandable_segments = false;
 };
 TorchBackend ParseTorchConf(std::string_view conf) {
   TorchBackend out;
+  const std::vector<std::string> tokens = TokenizeConfig(conf);
   int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= conf.size(); ++i) {
-    const char c = i < conf.size() ? conf[i] : ',';
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (c != ',' || depth > 0) continue;
-    std::string_view item = conf.substr(start, i - start);
+  size_t start = 0;  // the current top-level item: tokens [start, i)
+  for (size_t i = 0; i <= tokens.size(); ++i) {
+    const std::string_view t =
+        i < tokens.size() ? std::string_view(tokens[i]) : ",";
+    if (t == "[") ++depth;
+    if (t == "]") --depth;
+    if (t != "," || depth > 0) continue;
+    const size_t n = i - start;
+    const std::string* item = tokens.data() + start;
     start = i + 1;
-    const size_t colon = item.find(':');
-    if (colon == std::string_view::npos) continue;
-    std::string_view key = Trim(item.substr(0, colon));
-    std::string_view value = Trim(item.substr(colon + 1));
-    if (key == "backend") out.cuda_malloc_async = value == "cudaMallocAsync";
-    if (key == "expandable_segments") out.expandable_segments = value == "True";
+    if (n < 2 || item[1] != ":") continue;  // not `key:...`
+    // The value is one word, or nothing that either key accepts.
+    const std::string_view value = n == 3 ? item[2] : std::string_view();
+    if (item[0] == "backend")
+      out.cuda_malloc_async = value == "cudaMallocAsync";
+    if (item[0] == "expandable_segments") {
+      out.expandable_segments = value == "True";
+    }
   }
   return out;
 }
@@ -238,20 +237,14 @@ void PrintDeviceSummary(int device, DeviceAllocator& d) {
       static_cast<long long>(s.pages_unmapped),
       static_cast<long long>(s.pages_remapped));
   // The bucket advisor over the sampled request sizes (docs/oom.md).
-  if (std::vector<SizeCount> sizes = d.RequestSizes(); !sizes.empty()) {
-    BucketAdvisorOptions advisor;
-    advisor.num_buckets = d.options().bucket_advice_k;
-    if (size_t limit = d.memory_limit(); limit != 0) advisor.max_size = limit;
-    const BucketAdvice a = AdviseBuckets(sizes, advisor);
-    if (!a.conf.empty()) {
-      fprintf(stderr,
-              "fragfree:   bucket advice: FRAGFREE_CONF=%s (%zu block sizes "
-              "instead of %zu; padding %s, default rounding %s)\n",
-              a.conf.c_str(), a.advised_distinct_sizes,
-              a.default_distinct_sizes,
-              FormatBytes(size_t(a.padding_bytes)).c_str(),
-              FormatBytes(size_t(a.default_padding_bytes)).c_str());
-    }
+  const BucketAdvice a = AdviseDeviceBuckets(&d, d.options()).advice;
+  if (!a.conf.empty()) {
+    fprintf(stderr,
+            "fragfree:   bucket advice: FRAGFREE_CONF=%s (%zu block sizes "
+            "instead of %zu; padding %s, default rounding %s)\n",
+            a.conf.c_str(), a.advised_distinct_sizes, a.default_distinct_sizes,
+            FormatBytes(size_t(a.padding_bytes)).c_str(),
+            FormatBytes(size_t(a.default_padding_bytes)).c_str());
   }
 }
 

@@ -32,9 +32,9 @@ namespace fragfree::preload {
 namespace {
 
 // Imported by Python as `sitecustomize` (this folder is first on PYTHONPATH).
-// Keep it small and compatible with Python 3.8+; its logic beyond start-up
-// lives in the fragfree package (fragfree/_preload.py), found next to this
-// library or installed.
+// Keep it small and compatible with Python 3.8+; its logic beyond finding the
+// package lives in the fragfree package (fragfree/_preload.py), found next to
+// this library or installed.
 constexpr char kBootstrap[] =
     R"py(# fragfree's LD_PRELOAD bootstrap, written by libfragfree.so
 # (shim/preload_python.cc) into a folder that its constructor put first on
@@ -66,6 +66,13 @@ def _fragfree_bootstrap():
 
     interposing = "fragfree: LD_PRELOAD: interposing cudaMalloc/cudaMallocAsync (%s)"
 
+    # Finding the package is the one thing done here rather than in it: the
+    # package beside the preloaded library must win over another one on
+    # sys.path, and nothing of it can be imported before it is found. So
+    # library_path is fragfree._library.preloaded_library_path, and
+    # package_roots inverts fragfree._library.candidate_paths (the package's
+    # test_preload_python.py checks that); everything after the import is
+    # the package's (fragfree._preload).
     def library_path():
         import ctypes
 
