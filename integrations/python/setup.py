@@ -11,6 +11,13 @@ package:
   in FRAGFREE_CMAKE_BUILD_DIR (default <repo>/build-python, kept, so a second
   install only relinks). Extra CMake arguments: FRAGFREE_CMAKE_ARGS. The
   packaged copy has its debug info stripped.
+* ``fragfree/include/fragfree/fragfree.h`` and ``stat_fields.h``, the public
+  C header the native adapter includes (one declaration of the C API,
+  csrc/fragfree_api.h), for the adapter compiled on first use: from the
+  repository around this file, else from the installed prefix of
+  FRAGFREE_PREBUILT_LIBRARY (<prefix>/include/fragfree beside <prefix>/lib).
+  Without either, the package is built without them, with a one-line note,
+  and only the first-use compile of the adapter is unavailable.
 * ``fragfree/_native_adapter.so`` and ``_native_adapter.json`` (the torch
   version, CUDA version, Python ABI and source digest it was built for), when
   torch is importable at install time: the C++ adapter of native mode, built
@@ -109,6 +116,36 @@ def _library() -> Path:
     return _cmake_library()
 
 
+def _public_headers() -> dict[str, Path] | None:
+    """fragfree.h and stat_fields.h (the installed header layout), or None."""
+    candidates = [{
+        "fragfree.h": REPO / "shim" / "include" / "fragfree" / "fragfree.h",
+        "stat_fields.h": REPO / "allocator" / "obs" / "stat_fields.h",
+    }]
+    prebuilt = os.environ.get("FRAGFREE_PREBUILT_LIBRARY")
+    if prebuilt:
+        include = Path(prebuilt).resolve().parent.parent / "include" / "fragfree"
+        candidates.append({name: include / name for name in ("fragfree.h", "stat_fields.h")})
+    for headers in candidates:
+        if all(path.is_file() for path in headers.values()):
+            return headers
+    return None
+
+
+def _package_headers(package_dir: Path) -> None:
+    headers = _public_headers()
+    if headers is None:
+        _say("public C header: not found (no repository around, and no installed "
+             "prefix of FRAGFREE_PREBUILT_LIBRARY): the native adapter cannot be "
+             "compiled on first use")
+        return
+    target = package_dir / "include" / "fragfree"
+    target.mkdir(parents=True, exist_ok=True)
+    for name, path in headers.items():
+        shutil.copy2(path, target / name)
+    _say(f"packaged the public C header from {headers['fragfree.h'].parent}")
+
+
 # Run in a child process with the target interpreter: builds the adapter with
 # fragfree._native.compile_adapter (this source tree's) and prints its path and
 # metadata as one JSON line.
@@ -189,6 +226,7 @@ class BuildPyWithNative(build_py):
         if strip:  # the debug info only: symbols and exports stay
             subprocess.run([strip, "--strip-debug", str(target)], check=False)
         _say(f"packaged {lib} as fragfree/libfragfree.so")
+        _package_headers(package_dir)
         _build_adapter(package_dir)
 
 

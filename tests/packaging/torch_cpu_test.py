@@ -159,8 +159,14 @@ def _package_copy(tmp_path, name, adapter_meta, adapter_bytes=b"not an ELF file"
     import json
     import shutil
 
+    from fragfree import _native
+
     root = tmp_path / "pkgcopy"
     shutil.copytree(REPO / "integrations" / "python" / "fragfree", root / name)
+    # The public C header, where an installed package has it (setup.py).
+    (root / name / "include" / "fragfree").mkdir(parents=True)
+    for header, path in _native.public_headers().items():
+        shutil.copy(path, root / name / "include" / "fragfree" / header)
     (root / name / "_native_adapter.so").write_bytes(adapter_bytes)
     (root / name / "_native_adapter.json").write_text(json.dumps(adapter_meta))
     sys.path.insert(0, str(root))

@@ -123,7 +123,9 @@ def find_library() -> str:
 
 # ---------------------------------------------------------------------------
 # ctypes declarations. name -> (restype, argtypes). Required symbols must exist;
-# optional ones are bound when the library exports them.
+# optional ones are bound when the library exports them. Each entry mirrors its
+# prototype in shim/include/fragfree/fragfree.h, the one declaration of the C
+# API; tests/test_ctypes_table.py compares them.
 
 _c_size = ctypes.c_size_t
 _c_int = ctypes.c_int

@@ -2,7 +2,8 @@
 (csrc/native_allocator.cpp and the headers beside it) and install it.
 
 Owns the adapter's build (the one set of torch.utils.cpp_extension arguments,
-``compile_adapter``), used in two places:
+``compile_adapter``; the adapter includes the library's public C header, found
+by ``public_headers``), used in two places:
 
 * at install time (integrations/python/setup.py), when torch is importable
   then: the adapter is built into the package as ``fragfree/_native_adapter.so``
@@ -41,6 +42,8 @@ __all__ = [
     "adapter_metadata",
     "load_prebuilt_adapter",
     "source_digest",
+    "public_headers",
+    "PUBLIC_HEADERS",
     "SOURCE",
     "PREBUILT_NAME",
     "PREBUILT_METADATA",
@@ -49,6 +52,16 @@ __all__ = [
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCE = PACKAGE_DIR / "csrc" / "native_allocator.cpp"
+# The public C header the adapter includes as <fragfree/fragfree.h>, and the
+# field lists it includes as <fragfree/stat_fields.h>. An installed package
+# carries copies in fragfree/include/fragfree/ (setup.py); a source tree has
+# them in the repository (shim/include, allocator/obs).
+PUBLIC_HEADERS = ("fragfree.h", "stat_fields.h")
+_REPO = PACKAGE_DIR.parent.parent.parent
+_REPO_HEADERS = {
+    "fragfree.h": _REPO / "shim" / "include" / "fragfree" / "fragfree.h",
+    "stat_fields.h": _REPO / "allocator" / "obs" / "stat_fields.h",
+}
 # The install-time build: fragfree/_native_adapter.so (module name
 # fragfree._native_adapter) and its metadata.
 PREBUILT_NAME = "_native_adapter"
@@ -62,14 +75,52 @@ def extension_dir() -> Path:
     return Path(os.path.expanduser("~")) / ".cache" / "fragfree" / "torch_extensions"
 
 
+def public_headers() -> dict[str, Path]:
+    """The files of <fragfree/fragfree.h> and <fragfree/stat_fields.h>: the
+    package's copies when it has them (installed), else the repository's
+    (source tree). Raises FragfreeError when neither is there."""
+    packaged = {name: PACKAGE_DIR / "include" / "fragfree" / name for name in PUBLIC_HEADERS}
+    for headers in (packaged, _REPO_HEADERS):
+        if all(path.is_file() for path in headers.values()):
+            return headers
+    raise FragfreeError(
+        "fragfree: the C API header the native adapter includes is missing: neither "
+        f"{packaged['fragfree.h'].parent} nor the repository's "
+        f"{_REPO_HEADERS['fragfree.h']} has fragfree.h and stat_fields.h (reinstall the "
+        "package from the fragfree repository)"
+    )
+
+
 def source_digest() -> str:
-    """The adapter is native_allocator.cpp and the headers beside it: a change
-    to any of them is a new build."""
+    """The adapter is native_allocator.cpp, the headers beside it and the
+    public C header it includes: a change to any of them is a new build.
+    (Without that header the digest covers csrc/ alone; compiling then fails,
+    saying the header is missing.)"""
     h = hashlib.sha1()
     for path in sorted(SOURCE.parent.iterdir()):
         if path.suffix in (".cpp", ".h"):
             h.update(path.name.encode() + b"\0" + path.read_bytes())
+    try:
+        headers = public_headers()
+    except FragfreeError:
+        headers = {}
+    for name, path in sorted(headers.items()):
+        h.update(b"fragfree/" + name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:10]
+
+
+def _stage_public_headers(build_dir: Path) -> Path:
+    """Copies the public headers to <build_dir>/include/fragfree (rewritten
+    only when they differ, so ninja sees no change otherwise) and returns the
+    include directory to pass to the compiler."""
+    include = build_dir / "include"
+    (include / "fragfree").mkdir(parents=True, exist_ok=True)
+    for name, path in public_headers().items():
+        data = path.read_bytes()
+        target = include / "fragfree" / name
+        if not target.is_file() or target.read_bytes() != data:
+            target.write_bytes(data)
+    return include
 
 
 def _extension_name(torch: Any) -> str:
@@ -97,10 +148,12 @@ def compile_adapter(name: str, build_dir: Path, verbose: bool = False) -> Any:
     if not SOURCE.is_file():
         raise FragfreeError(f"fragfree: the native adapter source is missing: {SOURCE}")
     build_dir.mkdir(parents=True, exist_ok=True)
+    include = _stage_public_headers(build_dir)
     return cpp_extension.load(
         name=name,
         sources=[str(SOURCE)],
         build_directory=str(build_dir),
+        extra_include_paths=[str(include)],
         with_cuda=True,
         extra_cflags=["-O2"],
         extra_ldflags=["-ldl"],

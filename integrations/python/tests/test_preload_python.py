@@ -7,6 +7,7 @@ preloaded and $XDG_CACHE_HOME in a temp folder (where the bootstrap is written).
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import json
 import os
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PACKAGE_ROOT
+from conftest import PACKAGE_ROOT, REPO_ROOT
+from fragfree import _library
 
 NOTICE = "fragfree: LD_PRELOAD:"
 NATIVE = "fragfree: LD_PRELOAD: PyTorch's allocator is fragfree (native adapter)"
@@ -305,3 +307,31 @@ def test_one_folder_entry_even_when_inherited(env, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == str(tmp_path), r.stderr
+
+
+def _bootstrap_function(name: str):
+    """The function ``name`` nested in the embedded bootstrap
+    (shim/preload_python.cc), compiled on its own (it may use only ``os``)."""
+    source = (REPO_ROOT / "shim" / "preload_python.cc").read_text()
+    text = source.split('R"py(', 1)[1].split(')py"', 1)[0]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            module = ast.Module(body=[ast.Import(names=[ast.alias(name="os")]), node],
+                                type_ignores=[])
+            namespace: dict = {}
+            exec(compile(ast.fix_missing_locations(module), "<bootstrap>", "exec"), namespace)
+            return namespace[name]
+    raise AssertionError(f"the bootstrap has no function {name}")
+
+
+def test_bootstrap_finds_the_package_from_every_place_the_package_looks():
+    """The bootstrap's package_roots (library -> package, needed before the
+    package can be imported) inverts _library.candidate_paths (package ->
+    library): from each place the package looks for its library, the
+    bootstrap's first guess is that package."""
+    package_roots = _bootstrap_function("package_roots")
+    candidates = [path for _, path in _library.candidate_paths() if "*" not in str(path)]
+    assert len(candidates) >= 3
+    for lib in candidates:
+        roots = [Path(r).resolve() for r in package_roots(str(lib))]
+        assert roots and roots[0] == PACKAGE_ROOT.resolve(), (lib, roots)

@@ -1,13 +1,22 @@
-// FragfreeApi: libfragfree's C API as the adapter (csrc/) reaches it, resolved
-// with dlopen/dlsym from the library the Python side loaded (no fragfree
-// header is needed to build the adapter), and CallJson for the functions that
-// return JSON. Thread-safety: filled once by Load before use, then read-only.
+// FragfreeApi: libfragfree's C API as the adapter (csrc/) reaches it. The
+// functions are declared once, by the public header <fragfree/fragfree.h>
+// (shim/include/fragfree/fragfree.h; the package ships a copy under
+// fragfree/include, and fragfree/_native.py puts it on the include path), and
+// each pointer's type here is decltype of that declaration, so a signature
+// change there is a compile error here. The pointers are resolved with
+// dlopen/dlsym from the library the Python side loaded (the same process-wide
+// state as its ctypes calls); the adapter does not link libfragfree.
+// The graph-pool hooks have C++ types and are not in the C header: their types
+// are the ones shim/graph_pools.cc exports (PyTorch's CUDAPluggableAllocator
+// hook types).
+// Thread-safety: filled once by Load before use, then read-only.
 #pragma once
 
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <fragfree/fragfree.h>
 
 #include <cstdint>
 #include <functional>
@@ -17,67 +26,41 @@
 #include <vector>
 
 #include "common.h"
-#include "json_reader.h"
 
 namespace fragfree_native {
 
+// The index of the whole device in ff_stats_t's per-pool arrays ([0] all,
+// [1] small_pool, [2] large_pool: fragfree.h), as in PyTorch's StatType.
+constexpr int kStatsAll = 0;
+
 struct FragfreeApi {
-  using MallocFn = void* (*)(size_t, int, void*);
-  using FreeFn = int (*)(void*, int);
-  using RecordStreamFn = int (*)(void*, int, void*);
-  using DeviceFn = int (*)(int);
-  using FractionFn = int (*)(double, int);
-  using JsonFn = size_t (*)(int, char*, size_t);
-  using SizeFn = size_t (*)(const void*, int);
-  using LastErrorFn = const char* (*)();
-  using RecordHistoryFn = int (*)(int, int, size_t);
-  using SetTraceContextFn = uint32_t (*)(uint32_t);
   // The C++-ABI graph-pool hooks (exact std::function / std::pair types).
   using BeginPoolFn = void (*)(int, PoolPair,
                                std::function<bool(cudaStream_t)>);
   using EndPoolFn = void (*)(int, PoolPair);
-  // Sharing between processes (fragfree.h, "Sharing memory between
-  // processes"); the structs are ff_ipc_export_info_t / ff_ipc_mapping_t.
-  struct IpcExportInfo {
-    uint64_t export_id;
-    void* block;
-    size_t block_size;
-    size_t page_offset;
-    size_t handle_size;
-  };
-  struct IpcMapping {
-    void* ptr;
-    size_t size;
-    void* base;
-    size_t mapped;
-  };
-  using IpcExportFn = int (*)(const void*, unsigned, void*, size_t,
-                              IpcExportInfo*);
-  using IpcOpenFn = int (*)(const void*, size_t, int, IpcMapping*);
-  using IpcCloseFn = int (*)(void*);
 
   void* handle = nullptr;
   std::string path;
-  MallocFn malloc = nullptr;
-  FreeFn free = nullptr;
-  RecordStreamFn record_stream = nullptr;
-  DeviceFn empty_cache = nullptr;
-  FractionFn set_memory_fraction = nullptr;
-  JsonFn stats_json = nullptr;
-  DeviceFn reset_peak_stats = nullptr;
-  DeviceFn reset_accumulated_stats = nullptr;
-  SizeFn allocation_size = nullptr;
-  LastErrorFn last_error = nullptr;
+  decltype(&ff_malloc) malloc = nullptr;
+  decltype(&ff_free) free = nullptr;
+  decltype(&ff_record_stream) record_stream = nullptr;
+  decltype(&ff_empty_cache) empty_cache = nullptr;
+  decltype(&ff_set_memory_fraction) set_memory_fraction = nullptr;
+  decltype(&ff_get_stats) get_stats = nullptr;
+  decltype(&ff_reset_peak_stats) reset_peak_stats = nullptr;
+  decltype(&ff_reset_accumulated_stats) reset_accumulated_stats = nullptr;
+  decltype(&ff_allocation_size) allocation_size = nullptr;
+  decltype(&ff_last_error) last_error = nullptr;
   // Optional.
-  JsonFn snapshot_json = nullptr;
-  RecordHistoryFn record_history = nullptr;
-  SetTraceContextFn set_trace_context = nullptr;
+  decltype(&ff_snapshot_json) snapshot_json = nullptr;
+  decltype(&ff_record_history) record_history = nullptr;
+  decltype(&ff_set_trace_context) set_trace_context = nullptr;
   BeginPoolFn begin_pool = nullptr;
   EndPoolFn end_pool = nullptr;
   EndPoolFn release_pool = nullptr;
-  IpcExportFn ipc_export = nullptr;  // all three or none (csrc/ipc.h)
-  IpcOpenFn ipc_open = nullptr;
-  IpcCloseFn ipc_close = nullptr;
+  decltype(&ff_ipc_export) ipc_export = nullptr;  // all three or none (ipc.h)
+  decltype(&ff_ipc_open) ipc_open = nullptr;
+  decltype(&ff_ipc_close) ipc_close = nullptr;
 
   template <typename Fn>
   Fn Find(std::initializer_list<const char*> names) const {
@@ -103,16 +86,19 @@ struct FragfreeApi {
     need(record_stream, "ff_record_stream");
     need(empty_cache, "ff_empty_cache");
     need(set_memory_fraction, "ff_set_memory_fraction");
-    need(stats_json, "ff_stats_json");
+    need(get_stats, "ff_get_stats");
     need(reset_peak_stats, "ff_reset_peak_stats");
     need(reset_accumulated_stats, "ff_reset_accumulated_stats");
     need(allocation_size, "ff_allocation_size");
     need(last_error, "ff_last_error");
     TORCH_CHECK(missing.empty(), "fragfree: ", lib_path,
                 " lacks C API symbols: ", c10::Join(", ", missing));
-    snapshot_json = Find<JsonFn>({"ff_snapshot_json"});
-    record_history = Find<RecordHistoryFn>({"ff_record_history"});
-    set_trace_context = Find<SetTraceContextFn>({"ff_set_trace_context"});
+    auto find = [&](auto& fn, const char* name) {
+      fn = Find<std::remove_reference_t<decltype(fn)>>({name});
+    };
+    find(snapshot_json, "ff_snapshot_json");
+    find(record_history, "ff_record_history");
+    find(set_trace_context, "ff_set_trace_context");
     begin_pool = Find<BeginPoolFn>({
         "fragfree_begin_allocate_to_pool",
         "_Z31fragfree_begin_allocate_to_"
@@ -127,9 +113,9 @@ struct FragfreeApi {
         "fragfree_release_pool",
         "_Z21fragfree_release_pooliSt4pairIyyE",
     });
-    ipc_export = Find<IpcExportFn>({"ff_ipc_export"});
-    ipc_open = Find<IpcOpenFn>({"ff_ipc_open"});
-    ipc_close = Find<IpcCloseFn>({"ff_ipc_close"});
+    find(ipc_export, "ff_ipc_export");
+    find(ipc_open, "ff_ipc_open");
+    find(ipc_close, "ff_ipc_close");
     if (!(ipc_export && ipc_open && ipc_close)) {
       ipc_export = nullptr;
       ipc_open = nullptr;
@@ -157,7 +143,7 @@ struct FragfreeApi {
     TraceContextScope& operator=(const TraceContextScope&) = delete;
 
    private:
-    SetTraceContextFn fn_;
+    decltype(&ff_set_trace_context) fn_;
     uint32_t previous_ = 0;
   };
 
@@ -166,33 +152,16 @@ struct FragfreeApi {
     return msg ? std::string(msg) : std::string();
   }
 
-  // Calls a JSON-producing function; false (and *err) on failure.
-  bool CallJson(JsonFn fn, int device, Json* out, std::string* err) const {
-    size_t n = fn(device, nullptr, 0);
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      if (n == 0) {
-        *err = LastError();
-        return false;
-      }
-      std::string buf(n + 1, '\0');
-      size_t m = fn(device, buf.data(), buf.size());
-      if (m == 0) {
-        *err = LastError();
-        return false;
-      }
-      if (m <= n) {
-        buf.resize(m);
-        JsonReader reader(buf);
-        if (!reader.Parse(out)) {
-          *err = "malformed JSON from libfragfree";
-          return false;
-        }
-        return true;
-      }
-      n = m;
+  // The statistics of `device` (ff_get_stats: the struct of fragfree.h, whose
+  // fields come from the stat field lists); false (and *err) on failure.
+  bool GetStats(int device, ff_stats_t* out, std::string* err) const {
+    *out = ff_stats_t{};
+    out->size = sizeof(ff_stats_t);
+    if (get_stats(device, out) != FF_OK) {
+      *err = LastError();
+      return false;
     }
-    *err = "JSON kept growing";
-    return false;
+    return true;
   }
 };
 

@@ -38,10 +38,10 @@ class IpcAdapter {
   c10::cuda::CUDACachingAllocator::ShareableHandle Share(void* ptr) {
     TORCH_CHECK(api_.ipc_export != nullptr, "fragfree: ", api_.path,
                 " has no IPC API (ff_ipc_export); rebuild libfragfree");
-    FragfreeApi::IpcExportInfo info{};
+    ff_ipc_export_info_t info{};
     std::string handle(4096, '\0');
     for (int attempt = 0; attempt < 2; ++attempt) {
-      const int rc = api_.ipc_export(ptr, kReleaseOnFree, handle.data(),
+      const int rc = api_.ipc_export(ptr, FF_IPC_RELEASE_ON_FREE, handle.data(),
                                      handle.size(), &info);
       if (rc == 0) {
         handle.resize(info.handle_size);
@@ -80,7 +80,7 @@ class IpcAdapter {
     } else {
       TORCH_CHECK(api_.ipc_open != nullptr, "fragfree: ", api_.path,
                   " has no IPC API (ff_ipc_open); rebuild libfragfree");
-      FragfreeApi::IpcMapping m{};
+      ff_ipc_mapping_t m{};
       TORCH_CHECK(api_.ipc_open(handle.data(), handle.size(), device, &m) == 0,
                   "fragfree: cannot open the CUDA tensor another process "
                   "shared: ",
@@ -102,8 +102,6 @@ class IpcAdapter {
   }
 
  private:
-  static constexpr unsigned kReleaseOnFree = 1u;  // FF_IPC_RELEASE_ON_FREE
-
   // A cudaMalloc handle: PyTorch's 'c' type, or the bare 64 bytes older
   // PyTorch sent.
   static bool IsCudaMallocHandle(const std::string& h) {

@@ -1,6 +1,7 @@
 // A small JSON reader for the adapter (csrc/): parses what libfragfree's
-// ff_stats_json / ff_snapshot_json write into a Json tree. Thread-safety: a
-// reader per call; Json is a value type.
+// ff_snapshot_json writes into a Json tree, for BuildSnapshot, its only user
+// (snapshot_builder.h says why snapshots, and nothing else, come as JSON).
+// Thread-safety: a reader per call; Json is a value type.
 #pragma once
 
 #include <cstdint>

@@ -14,10 +14,10 @@
 // do what PyTorch's cudaMallocAsync backend
 // (c10/cuda/CUDAMallocAsyncAllocator.cpp) does, and say so.
 //
-// The library is reached only through its C API, resolved with dlopen/dlsym
-// from the path the Python side found (the same libfragfree.so ctypes loaded,
-// so the same process-wide state). No fragfree header is needed to build this
-// file.
+// The library is reached only through its C API, declared by the public
+// header <fragfree/fragfree.h> and resolved with dlopen/dlsym from the path the
+// Python side found (the same libfragfree.so ctypes loaded, so the same
+// process-wide state): fragfree_api.h.
 //
 // Written against c10/cuda/CUDACachingAllocator.h of PyTorch 2.10/2.11 (the
 // CUDAAllocator : DeviceAllocator interface with getMemoryFraction, snapshot(
@@ -69,7 +69,6 @@
 #include "common.h"
 #include "fragfree_api.h"
 #include "ipc.h"
-#include "json_reader.h"
 #include "messages.h"
 #include "oom_error.h"
 #include "oom_rejection.h"
@@ -182,7 +181,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
         }
       }
     }
-    Check(api_.empty_cache(-1), "ff_empty_cache");
+    Check(api_.empty_cache(FF_DEVICE_ALL), "ff_empty_cache");
   }
 
   // cuDNN's benchmark mode asks for the largest workspace it can allocate.
@@ -196,14 +195,12 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       C10_CUDA_CHECK(cudaMemGetInfo(&device_free, &device_total));
     }
     size_t available = device_free;
-    Json stats;
+    ff_stats_t stats;
     std::string err;
-    if (used_[device].load() &&
-        api_.CallJson(api_.stats_json, device, &stats, &err)) {
-      const int64_t cached =
-          std::max<int64_t>(0, stats.int_at("cached_free_bytes"));
-      const int64_t reserved = stats.int_at("reserved_bytes.all.current");
-      const int64_t limit = stats.int_at("memory_limit_bytes");
+    if (used_[device].load() && api_.GetStats(device, &stats, &err)) {
+      const int64_t cached = std::max<int64_t>(0, stats.cached_free_bytes);
+      const int64_t reserved = stats.reserved_bytes[kStatsAll].current;
+      const int64_t limit = stats.memory_limit_bytes;
       available = device_free + static_cast<size_t>(cached);
       if (limit > 0) {
         const int64_t headroom =
@@ -251,39 +248,33 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     cca::DeviceStats stats;
     if (!used_[device].load())
       return stats;  // no allocator (and no context) yet
-    Json json;
+    ff_stats_t from;
     std::string err;
-    TORCH_CHECK(api_.CallJson(api_.stats_json, device, &json, &err),
-                "fragfree: ff_stats_json(", Num(device), ") failed: ", err);
-    auto fill = [&](auto& stat, const std::string& prefix) {
-      stat.current = json.int_at(prefix + ".current");
-      stat.peak = json.int_at(prefix + ".peak");
-      stat.allocated = json.int_at(prefix + ".allocated");
-      stat.freed = json.int_at(prefix + ".freed");
+    TORCH_CHECK(api_.GetStats(device, &from, &err), "fragfree: ff_get_stats(",
+                Num(device), ") failed: ", err);
+    auto copy = [](const ff_stat_t& in, auto& out) {
+      out.current = in.current;
+      out.peak = in.peak;
+      out.allocated = in.allocated;
+      out.freed = in.freed;
     };
-    auto fill_array = [&](auto& arr, const std::string& name) {
-      // StatType: AGGREGATE = 0, SMALL_POOL = 1, LARGE_POOL = 2.
-      fill(arr[0], name + ".all");
-      fill(arr[1], name + ".small_pool");
-      fill(arr[2], name + ".large_pool");
-    };
-    fill_array(stats.allocation, "allocation");
-    fill_array(stats.segment, "segment");
-    fill_array(stats.active, "active");
-    fill_array(stats.inactive_split, "inactive_split");
-    fill_array(stats.allocated_bytes, "allocated_bytes");
-    fill_array(stats.reserved_bytes, "reserved_bytes");
-    fill_array(stats.active_bytes, "active_bytes");
-    fill_array(stats.inactive_split_bytes, "inactive_split_bytes");
-    fill_array(stats.requested_bytes, "requested_bytes");
-    fill(stats.oversize_allocations, "oversize_allocations");
-    fill(stats.oversize_segments, "oversize_segments");
-    stats.num_alloc_retries = json.int_at("num_alloc_retries");
-    stats.num_ooms = json.int_at("num_ooms");
-    stats.num_sync_all_streams = json.int_at("num_sync_all_streams");
-    stats.num_device_alloc = json.int_at("num_device_alloc");
-    stats.num_device_free = json.int_at("num_device_free");
-    stats.max_split_size = json.int_at("max_split_size");
+    // Every per-pool array of the field list (allocator/obs/stat_fields.h) is
+    // one of PyTorch's; ff_stat_t [0..2] and PyTorch's StatType are both
+    // all, small_pool, large_pool.
+#define FF_COPY_ARRAY(name) \
+  for (int p = 0; p < 3; ++p) copy(from.name[p], stats.name[p]);
+    FF_STAT_ARRAY_FIELDS(FF_COPY_ARRAY)
+#undef FF_COPY_ARRAY
+    // PyTorch's single stats and counters (fragfree's own, which PyTorch's
+    // DeviceStats lacks, reach Python through memory_stats()'s JSON path).
+    copy(from.oversize_allocations, stats.oversize_allocations);
+    copy(from.oversize_segments, stats.oversize_segments);
+    stats.num_alloc_retries = from.num_alloc_retries;
+    stats.num_ooms = from.num_ooms;
+    stats.num_sync_all_streams = from.num_sync_all_streams;
+    stats.num_device_alloc = from.num_device_alloc;
+    stats.num_device_free = from.num_device_free;
+    stats.max_split_size = from.max_split_size;
     return stats;
   }
 
@@ -327,8 +318,9 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     // library's entries through ff_set_trace_context.
     if (api_.record_history != nullptr) {
       // ff_record_history(device, 0, 0) stops recording and drops the ring.
-      if (clearHistory) api_.record_history(-1, 0, 0);
-      Check(api_.record_history(-1, enabled ? 1 : 0, alloc_trace_max_entries),
+      if (clearHistory) api_.record_history(FF_DEVICE_ALL, 0, 0);
+      Check(api_.record_history(FF_DEVICE_ALL, enabled ? 1 : 0,
+                                alloc_trace_max_entries),
             "ff_record_history");
     } else if (enabled) {
       TORCH_WARN_ONCE(
@@ -698,7 +690,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
   }
 
   void LibFree(void* ptr) {
-    if (api_.free(ptr, -1) != 0) {
+    if (api_.free(ptr, FF_DEVICE_OWNER) != FF_OK) {
       // Never throw from a deleter (it runs in destructors).
       TORCH_WARN("fragfree: ff_free(", Ptr(ptr),
                  ") failed: ", api_.LastError());

@@ -21,7 +21,6 @@
 
 #include "common.h"
 #include "fragfree_api.h"
-#include "json_reader.h"
 #include "messages.h"
 #include "stack_history.h"
 
@@ -80,11 +79,11 @@ inline std::string LargestLiveStacksText(const StackHistory& stacks,
   (void)cudaGetLastError();  // clear any sticky allocation error, as native
                              // does
   int64_t allocated = 0, reserved = 0;
-  Json stats;
+  ff_stats_t stats;
   std::string err;
-  if (api.CallJson(api.stats_json, device, &stats, &err)) {
-    allocated = stats.int_at("allocated_bytes.all.current");
-    reserved = stats.int_at("reserved_bytes.all.current");
+  if (api.GetStats(device, &stats, &err)) {
+    allocated = stats.allocated_bytes[kStatsAll].current;
+    reserved = stats.reserved_bytes[kStatsAll].current;
   }
   const size_t allowed =
       fraction < 1.0 ? static_cast<size_t>(fraction * device_total) : 0;

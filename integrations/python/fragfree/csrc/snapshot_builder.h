@@ -3,6 +3,15 @@
 // PyTorch's SnapshotInfo, with the stacks StackHistory kept attached to the
 // trace entries and live blocks, so torch.cuda.memory._snapshot() and
 // _dump_snapshot() symbolize them as they do for PyTorch's own allocator.
+//
+// Why JSON here, and only here: a snapshot is nested data of variable length
+// (segments holding blocks, trace rings), and the C API gives it in one form,
+// the JSON object ff_snapshot_json writes (the shape torch's _snapshot()
+// returns, which the Python package and the pickle dump use as they are).
+// Statistics have a struct (ff_get_stats, FragfreeApi::GetStats) and never go
+// through JSON. So SnapshotJson below is the adapter's one call that returns
+// JSON and json_reader.h its one reader.
+//
 // Thread-safety: reads libfragfree (which locks) and StackHistory (which
 // locks); no state of its own.
 #pragma once
@@ -28,6 +37,38 @@ namespace fragfree_native {
 
 using c10::approx_time_t;
 
+// ff_snapshot_json(device) parsed into *out; false (and *err) on failure. The
+// C API's buffer convention: the first call measures, the second writes, and
+// a snapshot that grew in between is asked for again.
+inline bool SnapshotJson(const FragfreeApi& api, int device, Json* out,
+                         std::string* err) {
+  size_t n = api.snapshot_json(device, nullptr, 0);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (n == 0) {
+      *err = api.LastError();
+      return false;
+    }
+    std::string buf(n + 1, '\0');
+    size_t m = api.snapshot_json(device, buf.data(), buf.size());
+    if (m == 0) {
+      *err = api.LastError();
+      return false;
+    }
+    if (m <= n) {
+      buf.resize(m);
+      JsonReader reader(buf);
+      if (!reader.Parse(out)) {
+        *err = "malformed JSON from libfragfree";
+        return false;
+      }
+      return true;
+    }
+    n = m;
+  }
+  *err = "the snapshot kept growing";
+  return false;
+}
+
 inline cca::SnapshotInfo BuildSnapshot(
     const FragfreeApi& api, int device_count,
     const std::array<std::atomic<bool>, kMaxDevices>& used,
@@ -45,7 +86,7 @@ inline cca::SnapshotInfo BuildSnapshot(
     if (!used[d].load()) continue;
     Json json;
     std::string err;
-    TORCH_CHECK(api.CallJson(api.snapshot_json, d, &json, &err),
+    TORCH_CHECK(SnapshotJson(api, d, &json, &err),
                 "fragfree: ff_snapshot_json(", Num(d), ") failed: ", err);
     if (const Json* segs = json.get("segments");
         segs && segs->type == Json::kArray) {
