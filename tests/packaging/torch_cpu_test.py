@@ -14,8 +14,12 @@ break without a GPU:
   fragfree snapshot (dict, and the pickle _dump_snapshot writes) into HTML;
 * the native adapter's prebuilt-or-compile choice (fragfree._native): a
   prebuilt adapter recorded for another torch is refused naming both versions,
-  one that does not load falls back (compiling it needs a GPU-less build of the
-  adapter: covered by tests/packaging/gpu_python_package.sh on the GPU machine).
+  one that does not load falls back;
+* the native adapter's C++ against this torch's headers and the library's
+  public C header (<fragfree/fragfree.h>, which declares every function it
+  calls): a syntax-only compile, as _native.compile_adapter includes them
+  (building and running it: tests/packaging/gpu_python_package.sh on the GPU
+  machine).
 The library runs on its host backend (FRAGFREE_CONF=backend:host).
 """
 
@@ -201,3 +205,32 @@ def test_no_prebuilt_adapter_is_quiet(capsys):
     if _native._prebuilt_path() is None:
         assert _native.load_prebuilt_adapter(torch) is None
         assert capsys.readouterr().err == ""
+
+
+def test_native_adapter_compiles_against_this_torch(tmp_path):
+    """g++ -fsyntax-only over csrc/native_allocator.cpp with the include paths
+    compile_adapter uses: a C API signature changed in fragfree.h and not in
+    the adapter, or a torch header the adapter no longer matches, fails here."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    from fragfree import _native
+
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    if not (cuda_home / "include" / "cuda_runtime_api.h").is_file():
+        pytest.skip(f"no CUDA toolkit headers in {cuda_home}")
+    include = _native._stage_public_headers(tmp_path)
+    args = [cxx, "-fsyntax-only", "-std=c++20", "-DTORCH_EXTENSION_NAME=fragfree_check",
+            "-DTORCH_API_INCLUDE_EXTENSION_H", f"-I{include}",
+            f"-isystem{cuda_home / 'include'}",
+            f"-isystem{sysconfig.get_paths()['include']}"]
+    args += [f"-isystem{p}" for p in cpp_extension.include_paths()]
+    r = subprocess.run(args + [str(_native.SOURCE)], capture_output=True, text=True,
+                       timeout=540)
+    assert r.returncode == 0, r.stderr[-4000:]
