@@ -18,6 +18,8 @@
 namespace fragfree {
 namespace {
 
+using stress::FaultMode;
+using stress::FaultModes;
 using stress::kPage;
 using stress::kS1;
 using stress::kS2;
@@ -215,20 +217,11 @@ TEST(FailedRequest, BackendFailingPartwayLeavesEverythingAsItWas) {
     }
     ASSERT_EQ(calls[int(BackendOp::kCreate)], 6);
   }
-  struct Mode {
-    const char* name;
-    int64_t count;
-    absl::Status status;
-  };
-  const Mode modes[] = {
-      {"once", 1, absl::InternalError("injected fault")},
-      {"once-oom", 1, absl::ResourceExhaustedError("injected OOM")},
-      {"from-then-on", -1, absl::UnavailableError("injected: device lost")},
-  };
+  const std::vector<FaultMode> modes = FaultModes();
   int failed = 0, restored_exactly = 0;
   for (BackendOp op : ops) {
     for (int64_t nth = 1; nth <= calls[int(op)]; ++nth) {
-      for (const Mode& mode : modes) {
+      for (const FaultMode& mode : modes) {
         SCOPED_TRACE(absl::StrCat(OpName(op), " call ", nth,
                                   " of the "
                                   "request, ",

@@ -1,8 +1,9 @@
 // The fault-injecting engine of the stress tests (fault_sweep_test,
 // failed_request_test, engine_bugs_test): a DeviceAllocator on a HostBackend
 // wrapped in a FaultInjectingBackend, with FlakyEvents, a ManualEventSource
-// whose Record / Query / Synchronize calls can fail the same way, and the
-// page size, streams and graph pool the tests share. Owns nothing else.
+// whose Record / Query / Synchronize calls can fail the same way, the three
+// ways a call is made to fail (FaultModes), and the page size, streams and
+// graph pool the tests share. Owns nothing else.
 // Thread-safety: test-only, single-threaded.
 #ifndef FRAGFREE_TESTS_STRESS_FAULT_RIG_H_
 #define FRAGFREE_TESTS_STRESS_FAULT_RIG_H_
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -91,6 +93,21 @@ class FlakyEvents final : public EventSource {
   Window window_[kNumCalls];
   int64_t injected_ = 0;
 };
+
+// How a chosen call fails in the sweeps: once (InternalError), once as out of
+// memory (ResourceExhausted), or from that call on (count -1: a lost device).
+struct FaultMode {
+  const char* name;
+  int64_t count;
+  absl::Status status;
+};
+inline std::vector<FaultMode> FaultModes() {
+  return {
+      {"once", 1, absl::InternalError("injected fault")},
+      {"once-oom", 1, absl::ResourceExhaustedError("injected OOM")},
+      {"from-then-on", -1, absl::UnavailableError("injected: device lost")},
+  };
+}
 
 struct Rig {
   HostBackend* host = nullptr;

@@ -26,6 +26,8 @@
 namespace fragfree {
 namespace {
 
+using stress::FaultMode;
+using stress::FaultModes;
 using stress::FlakyEvents;
 using stress::kPage;
 using stress::kPages;
@@ -223,20 +225,11 @@ TEST(FaultSweep, EveryCallOfEveryOpFailsCleanlyAndLeaksNothing) {
     ASSERT_EQ(script.Run(), "");
     for (BackendOp op : kAllOps) calls[int(op)] = dry.faults->Calls(op);
   }
-  struct Mode {
-    const char* name;
-    int64_t count;
-    absl::Status status;
-  };
-  const Mode modes[] = {
-      {"once", 1, absl::InternalError("injected fault")},
-      {"once-oom", 1, absl::ResourceExhaustedError("injected OOM")},
-      {"from-then-on", -1, absl::UnavailableError("injected: device lost")},
-  };
+  const std::vector<FaultMode> modes = FaultModes();
   int64_t runs = 0, injected = 0, failed_steps = 0;
   for (BackendOp op : kAllOps) {
     for (int64_t nth = 1; nth <= calls[int(op)]; ++nth) {
-      for (const Mode& mode : modes) {
+      for (const FaultMode& mode : modes) {
         SCOPED_TRACE(absl::StrCat(OpName(op), " call ", nth, " ", mode.name));
         Rig r = MakeRig();
         r.faults->FailCalls(op, nth, mode.count, mode.status);
