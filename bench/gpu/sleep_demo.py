@@ -135,7 +135,7 @@ def batch(step):
     """The step's tokens, the same in every run (a CPU generator per step)."""
     g = torch.Generator().manual_seed(args.seed * 100003 + step)
     data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=g)
-    return data[:, :-1].to(dev), data[:, 1:].to(dev)
+    return data[:, :-1].contiguous().to(dev), data[:, 1:].contiguous().to(dev)
 
 
 class Trainer:
