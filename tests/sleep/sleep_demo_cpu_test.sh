@@ -8,16 +8,8 @@
 # Usage: sleep_demo_cpu_test.sh LIBFRAGFREE
 set -uo pipefail
 lib=$(realpath "$1")
-venv=${FRAGFREE_TORCH_VENV:-$HOME/.cache/fragfree/venv-torch}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ ! -x "$venv/bin/python" || ! -f "$venv/.fragfree-ok" ]]; then
-  echo "skipped: torch not installable (no torch venv at $venv; scripts/test.sh makes it)"
-  exit 77
-fi
-if ! why=$("$venv/bin/python" -c 'import torch' 2>&1); then
-  echo "skipped: torch not installable (import torch: $(tail -1 <<<"$why"))"
-  exit 77
-fi
+. "$repo/tests/testing/torch_venv.sh"
 cd "$(mktemp -d)" || exit 1
-FRAGFREE_LIBRARY=$lib PYTHONPATH="$repo/integrations/python" exec "$venv/bin/python" \
+FRAGFREE_LIBRARY=$lib PYTHONPATH="$repo/integrations/python" exec "$torch_python" \
   "$repo/bench/gpu/sleep_demo.py" --device cpu --steps-before 3 --steps-after 3 --new-tokens 4
