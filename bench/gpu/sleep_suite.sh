@@ -16,7 +16,7 @@ if [[ $# -lt 1 || ! -f "$1" ]]; then
   echo "usage: $0 /path/to/libfragfree.so" >&2
   exit 2
 fi
-lib=$(realpath "$1")
+lib=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # as named: LD_PRELOAD sees it
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 py=${PYTHON:-python3}
 out=${OUT:-$(mktemp -d)}/sleep_suite
@@ -91,6 +91,15 @@ for name in ("sleep_wake_native", "sleep_wake_preload"):
                   f"{'' if r['backup'] == 'none' else label:>6} {c['pause_s']:>8.3f} "
                   f"{c['resume_s']:>8.3f} {'-' if eff is None else f'{eff:.1f}':>8} "
                   f"{'ok' if ok else 'FAIL':>6}")
+            ph = c.get("phases")
+            if ph:
+                p, q = ph["pause"], ph["resume"]
+                print(f"{'':>19}pause: wait {p['wait_users_s']:.3f}, backup {p['backup_issue_s']:.3f}, "
+                      f"copy wait {p['copy_wait_s']:.3f}, unmap {p['unmap_s']:.3f} "
+                      f"({p['unmap_calls']} calls), release {p['release_s']:.3f} | resume: map "
+                      f"{q['map_s']:.3f} ({q['map_ranges']} ranges), copy issue "
+                      f"{q['copy_issue_s']:.3f}, copy wait {q['copy_wait_s']:.3f}, free "
+                      f"{q['backup_free_s']:.3f}")
     t = j["targets"]
     print(f"{name:<18} targets: steady >= 40 GB/s: {t.get('steady_effective_ge_40GBps')}, "
           f"resume without backup <= 0.25 s/10 GiB: {t.get('resume_no_backup_le_0.25s_per_10GiB')}")

@@ -17,10 +17,9 @@ For the cpu rows, --cycles cycles (default 2): the first (pinning the backup;
 resumed with keep_backup=True) and steady-state ones (pause + resume reusing
 the kept pinned memory; the median by pause + resume is reported, every
 one's effective GB/s in the JSON), each with its seconds and GB/s; then
-release_backup(). The
-first cycle's freed memory falls short of the footprint by the GPU page tables
-of the newly pinned memory (pinned_overhead_MiB, measured with the backup
-kept); the steady cycle's must not.
+release_backup(). The first cycle's freed memory falls short of the footprint
+by the GPU page tables of the newly pinned memory (pinned_overhead_MiB,
+measured with the backup kept); the steady cycle's must not.
 
 and, per cycle, where the engine spent the time (ff_paused_json's last_pause
 and last_resume of device 0): pause = wait for the tag's streams, backup
