@@ -210,6 +210,9 @@ class DeviceAllocator : public MetadataObject {
   size_t ReleaseBackup() ABSL_LOCKS_EXCLUDED(mu_);
   // The tags that have memory or state on this device, paused or not.
   std::vector<TagSleepInfo> SleepInfo() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Where the last Pause and the last Resume on this device spent their time.
+  std::pair<PauseTimes, ResumeTimes> LastSleepTimes() const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
@@ -336,7 +339,7 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MetadataVector<Arena*> ArenasOfTag(RegionTag tag) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PauseTag(RegionTag tag, BackupMode backup)
+  absl::Status PauseTag(RegionTag tag, BackupMode backup, PauseTimes* times)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WaitForTagUsers(const MetadataVector<Arena*>& arenas)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -350,13 +353,15 @@ class DeviceAllocator : public MetadataObject {
   absl::Status RestoreBackup(
       RegionTag tag,
       absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range,
-      uint64_t* last_ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unmaps every page of `arena` in [addr, addr + size), under live blocks
-  // too (pages go idle); the caller knows no GPU work uses them.
-  absl::Status UnmapRange(Arena* arena, uintptr_t addr, size_t size)
+      uint64_t* last_ticket, ResumeTimes* times)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps every page of `arena` in [addr, addr + size), under live blocks
+  // too, and releases them (one the backend refuses to release stays idle);
+  // the caller knows no GPU work uses them. Time and counts go to `times`.
+  absl::Status UnmapRange(Arena* arena, uintptr_t addr, size_t size,
+                          PauseTimes* times) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestoreQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseIdlePages() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseIdlePages(PauseTimes* times) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateSleepGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`: the
   // reserved bytes, page counters and segments (arenas holding mapped pages).

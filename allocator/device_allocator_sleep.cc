@@ -79,22 +79,40 @@ void DeviceAllocator::RestoreQuickCache(Arena* arena) {
 }
 
 absl::Status DeviceAllocator::UnmapRange(Arena* arena, uintptr_t addr,
-                                         size_t size) {
+                                         size_t size, PauseTimes* times) {
   PageList pages;
   runs_.clear();
-  absl::Status status = arena->UnmapPagesIn(
-      addr, size, &pages, trace_.enabled() ? &runs_ : nullptr);
+  size_t calls = 0;
+  absl::Status status;
+  {
+    PhaseClock clock(&times->unmap_s);
+    status = arena->UnmapPagesIn(addr, size, &pages,
+                                 trace_.enabled() ? &runs_ : nullptr, &calls);
+  }
   NotePagesMapped(arena, -int64_t(pages.size()));
-  for (PageId p : pages) pages_.ReturnIdle(p);
+  times->unmap_calls += calls;
+  times->pages_unmapped += pages.size();
+  {
+    // Released at once, while the copies of the next pieces run. A page the
+    // backend refuses to release stays idle (released by a later
+    // ReleaseIdlePages or empty_cache).
+    PhaseClock clock(&times->release_s);
+    for (PageId p : pages) {
+      if (pages_.ReleasePage(p).ok()) ++times->pages_released;
+    }
+  }
   for (const auto& [a, bytes] : runs_) {
     trace_.Record(TraceAction::kSegmentUnmap, a, bytes, arena->stream());
   }
   return status;
 }
 
-void DeviceAllocator::ReleaseIdlePages() {
+void DeviceAllocator::ReleaseIdlePages(PauseTimes* times) {
+  PhaseClock clock(&times->release_s);
+  const uint64_t before = pages_.total_released();
   // A failure leaves the pages idle: released by a later empty_cache.
   pages_.ReleaseIdle(0).IgnoreError();
+  times->pages_released += pages_.total_released() - before;
 }
 
 absl::Status DeviceAllocator::WaitForTagUsers(
@@ -218,7 +236,8 @@ absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
   return absl::OkStatus();
 }
 
-absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
+absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode,
+                                       PauseTimes* times) {
   TagSleepState& t = sleep_.For(tag);
   const MetadataVector<Arena*> arenas = ArenasOfTag(tag);
   // Cached blocks go back to their arenas, and none is cached while paused
@@ -230,9 +249,14 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
   auto undo = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (Arena* a : arenas) RestoreQuickCache(a);
   };
-  if (absl::Status s = WaitForTagUsers(arenas); !s.ok()) {
+  absl::Status waited;
+  {
+    PhaseClock clock(&times->wait_users_s);
+    waited = WaitForTagUsers(arenas);
+  }
+  if (!waited.ok()) {
     undo();
-    return s;
+    return waited;
   }
   size_t live_bytes = 0;  // each rounded as Backup::Reserve rounds it
   for (Arena* a : arenas) {
@@ -258,8 +282,13 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
     // Kept chunks first (sleep_.pool), new ones pinned ahead of the copies.
     backup =
         std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool, live_bytes);
-    backup->Start();
-    if (absl::Status s = StartBackup(arenas, backup.get(), &marks); !s.ok()) {
+    absl::Status s;
+    {
+      PhaseClock clock(&times->backup_issue_s);
+      backup->Start();
+      s = StartBackup(arenas, backup.get(), &marks);
+    }
+    if (!s.ok()) {
       // The copies issued write into the backup's host memory: let them end
       // before it goes. Nothing was unmapped: the tag is as it was, and so is
       // the kept memory (chunks taken from it go back; new ones are freed).
@@ -275,6 +304,11 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
   }
   // From here the tag is paused, whatever happens: its pages go as the copies
   // that read them complete.
+  if (backup != nullptr && sleep_.copier->copies_contents()) {
+    for (const Backup::Entry& e : backup->entries()) {
+      times->bytes_copied += e.size;
+    }
+  }
   t.paused = true;
   t.backup = std::move(backup);
   ++sleep_.num_pauses;
@@ -282,18 +316,23 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode) {
   size_t m = 0;
   for (Arena* a : arenas) {
     uintptr_t done_to = a->base();
+    // Piece by piece in copy order: once its copy is done, its pages are
+    // unmapped and released while the later pieces copy.
     for (; m < marks.size() && marks[m].arena == a && status.ok(); ++m) {
-      status = sleep_.copier->WaitFor(marks[m].ticket);
+      {
+        PhaseClock clock(&times->copy_wait_s);
+        status = sleep_.copier->WaitFor(marks[m].ticket);
+      }
       if (!status.ok()) break;
       const uintptr_t upto =
           a->base() + AlignDown(marks[m].end - a->base(), page_size_);
       if (upto > done_to) {
-        status = UnmapRange(a, done_to, upto - done_to);
+        status = UnmapRange(a, done_to, upto - done_to, times);
         done_to = upto;
       }
     }
     if (!status.ok()) break;
-    status = UnmapRange(a, done_to, a->base() + a->size() - done_to);
+    status = UnmapRange(a, done_to, a->base() + a->size() - done_to, times);
     if (!status.ok()) break;
   }
   if (!status.ok()) {
@@ -319,6 +358,9 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
     return absl::FailedPreconditionError(
         "fragfree: cannot pause during CUDA graph capture");
   }
+  PauseTimes& times = sleep_.last_pause;
+  times = PauseTimes();
+  PhaseClock clock(&times.total_s);
   absl::Status status;
   for (RegionTag tag : tags) {
     if (tag == kNoRegionTag) {
@@ -326,18 +368,18 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
       break;
     }
     if (sleep_.IsPaused(tag)) continue;
-    status = PauseTag(tag, backup);
+    status = PauseTag(tag, backup, &times);
     if (!status.ok()) break;
   }
-  // The unmapped pages (and any other idle page) go back to the device.
-  ReleaseIdlePages();
+  // Every idle page (cached memory of other tags) goes back to the device.
+  ReleaseIdlePages(&times);
   return status;
 }
 
 absl::Status DeviceAllocator::RestoreBackup(
     RegionTag tag,
     absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range,
-    uint64_t* last_ticket) {
+    uint64_t* last_ticket, ResumeTimes* times) {
   TagSleepState& t = sleep_.For(tag);
   if (t.backup == nullptr || !sleep_.copier->copies_contents()) {
     return absl::OkStatus();
@@ -353,10 +395,15 @@ absl::Status DeviceAllocator::RestoreBackup(
   auto flush = [&]() -> absl::Status {
     if (bytes == 0) return absl::OkStatus();
     if (absl::Status s = map_range(arena, lo, bytes); !s.ok()) return s;
-    absl::StatusOr<uint64_t> ticket =
-        copier.CopyToDevice(lo, reinterpret_cast<const void*>(host_lo), bytes);
+    absl::StatusOr<uint64_t> ticket;
+    {
+      PhaseClock clock(&times->copy_issue_s);
+      ticket = copier.CopyToDevice(lo, reinterpret_cast<const void*>(host_lo),
+                                   bytes);
+    }
     if (!ticket.ok()) return ticket.status();
     *last_ticket = std::max(*last_ticket, *ticket);
+    times->bytes_copied += bytes;
     bytes = 0;
     return absl::OkStatus();
   };
@@ -397,6 +444,9 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     }
   }
   if (todo.empty()) return absl::OkStatus();
+  ResumeTimes& times = sleep_.last_resume;
+  times = ResumeTimes();
+  PhaseClock clock(&times.total_s);
   // Ranges mapped as one (pages and access set in batches). Pages a range
   // shares with one mapped before are mapped once.
   struct Mapped {
@@ -419,15 +469,25 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     if (missing == 0 && !a->HasPagesWithoutAccess(&run)) {
       return absl::OkStatus();
     }
-    absl::Status s = MapUnder(&run, missing, &request);
-    if (s.ok()) mapped.push_back({a, addr, size});
+    const uint64_t created_before = stats_.handles_created;
+    absl::Status s;
+    {
+      PhaseClock clock(&times.map_s);
+      s = MapUnder(&run, missing, &request);
+    }
+    times.pages_created += uint64_t(stats_.handles_created - created_before);
+    ++times.map_ranges;
+    if (s.ok()) {
+      times.pages_mapped += missing;
+      mapped.push_back({a, addr, size});
+    }
     return s;
   };
   absl::Status status;
   // Tags with a backup: piece by piece, map then start the copy.
   uint64_t last_ticket = 0;
   for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
-    status = RestoreBackup(todo[i], map_range, &last_ticket);
+    status = RestoreBackup(todo[i], map_range, &last_ticket, &times);
   }
   // Every run of adjacent live blocks (tags without a backup; anything the
   // backups did not cover) mapped as one range.
@@ -449,8 +509,10 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
       if (!status.ok()) break;
     }
   }
-  if (status.ok() && last_ticket > 0)
+  if (status.ok() && last_ticket > 0) {
+    PhaseClock wait_clock(&times.copy_wait_s);
     status = sleep_.copier->WaitFor(last_ticket);
+  }
   if (!status.ok()) {
     // All or nothing: copies in flight end first (they write into the pages);
     // then the pages this call mapped (no program work has used them) are
@@ -458,10 +520,12 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     if (sleep_.copier != nullptr) {
       sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
     }
+    PauseTimes undo_times;  // not reported: the resume failed
     for (size_t i = mapped.size(); i-- > 0;) {
-      UnmapRange(mapped[i].arena, mapped[i].addr, mapped[i].size).IgnoreError();
+      UnmapRange(mapped[i].arena, mapped[i].addr, mapped[i].size, &undo_times)
+          .IgnoreError();
     }
-    ReleaseIdlePages();
+    ReleaseIdlePages(&undo_times);
     ++sleep_.num_resume_failures;
     const DeviceMemoryInfo info = backend_->MemoryInfo();
     return absl::Status(
@@ -481,6 +545,7 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
   // The backups' host memory: kept for the next pause (keep_backup), or
   // freed now, after the copies out of it completed (unpinned on the
   // copier's host threads at once).
+  PhaseClock free_clock(&times.backup_free_s);
   for (RegionTag tag : todo) {
     TagSleepState& t = sleep_.For(tag);
     t.paused = false;
@@ -524,6 +589,11 @@ std::vector<TagSleepInfo> DeviceAllocator::SleepInfo() const {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+std::pair<PauseTimes, ResumeTimes> DeviceAllocator::LastSleepTimes() const {
+  MutexLock lock(&mu_);
+  return {sleep_.last_pause, sleep_.last_resume};
 }
 
 void DeviceAllocator::UpdateSleepGaugesLocked() {

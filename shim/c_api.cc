@@ -741,7 +741,25 @@ size_t ff_paused_json(int device, char* buf, size_t len) {
                             t.arenas);
       first_tag = false;
     }
-    out += "]}";
+    const auto [pause, resume] = d->LastSleepTimes();
+    absl::StrAppendFormat(
+        &out,
+        "],\"last_pause\":{\"total_s\":%.6f,\"wait_users_s\":%.6f,"
+        "\"backup_issue_s\":%.6f,\"copy_wait_s\":%.6f,\"unmap_s\":%.6f,"
+        "\"release_s\":%.6f,\"bytes_copied\":%d,\"unmap_calls\":%d,"
+        "\"pages_unmapped\":%d,\"pages_released\":%d}",
+        pause.total_s, pause.wait_users_s, pause.backup_issue_s,
+        pause.copy_wait_s, pause.unmap_s, pause.release_s, pause.bytes_copied,
+        pause.unmap_calls, pause.pages_unmapped, pause.pages_released);
+    absl::StrAppendFormat(
+        &out,
+        ",\"last_resume\":{\"total_s\":%.6f,\"map_s\":%.6f,"
+        "\"copy_issue_s\":%.6f,\"copy_wait_s\":%.6f,\"backup_free_s\":%.6f,"
+        "\"bytes_copied\":%d,\"map_ranges\":%d,\"pages_mapped\":%d,"
+        "\"pages_created\":%d}}",
+        resume.total_s, resume.map_s, resume.copy_issue_s, resume.copy_wait_s,
+        resume.backup_free_s, resume.bytes_copied, resume.map_ranges,
+        resume.pages_mapped, resume.pages_created);
   }
   out += "],\"known_tags\":[";
   bool first = true;

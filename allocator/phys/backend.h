@@ -7,6 +7,8 @@
 //  - ReserveVa hands out address space only; nothing there is accessible until
 //  a
 //    handle is mapped with Map and made accessible with SetAccess.
+//  - Unmap(va, size) may cover several adjacent mappings, each wholly (as
+//    cuMemUnmap does); never part of one.
 //  - A handle is one piece of physical memory of the size it was created with.
 //  It can
 //    be mapped at one VA range at a time here, unmapped, and mapped again

@@ -16,6 +16,7 @@
 #include "allocator/base/stream_handle.h"
 #include "allocator/sleep/backup.h"
 #include "allocator/sleep/region_tags.h"
+#include "allocator/sleep/sleep_timing.h"
 
 namespace fragfree {
 
@@ -51,6 +52,9 @@ struct SleepState {
   int64_t num_pauses = 0;
   int64_t num_resumes = 0;
   int64_t num_resume_failures = 0;
+  // Where the last Pause and the last Resume spent their time.
+  PauseTimes last_pause;
+  ResumeTimes last_resume;
 
   TagSleepState& For(RegionTag tag) {
     if (tags.size() <= tag) tags.resize(size_t(tag) + 1);

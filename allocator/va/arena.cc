@@ -318,12 +318,16 @@ absl::Status Arena::UnmapPage(size_t index, PageList* out) {
       !s.ok()) {
     return s;
   }
+  ForgetMapping(index, out);
+  return absl::OkStatus();
+}
+
+void Arena::ForgetMapping(size_t index, PageList* out) {
   out->push_back(page_of_[index]);
   page_of_[index] = kNoPage;
   SetMappedBit(index, false);
   without_access_.erase(index);
   --mapped_pages_;
-  return absl::OkStatus();
 }
 
 absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
@@ -398,14 +402,36 @@ size_t Arena::RestorePages(
 }
 
 absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
-                                 VaRuns* runs) {
+                                 VaRuns* runs, size_t* calls) {
   const size_t first = FirstPage(addr);
   const size_t end = std::min(EndPage(addr + size), mapped_end_);
   absl::Status status;
-  for (size_t p = first; p < end && status.ok(); ++p) {
-    if (page_of_[p] == kNoPage) continue;
-    status = UnmapPage(p, out);
-    if (status.ok()) AddToRuns(runs, base_ + p * page_size_, page_size_);
+  for (size_t p = first; p < end && status.ok();) {
+    if (page_of_[p] == kNoPage) {
+      ++p;
+      continue;
+    }
+    size_t q = p + 1;
+    while (q < end && page_of_[q] != kNoPage) ++q;
+    // A run of adjacent mapped pages: one Unmap over all of them (each page
+    // is its own mapping; the backend contract allows a range covering whole
+    // mappings). A backend that refuses the run gets one call per page.
+    size_t made = 0;  // backend calls
+    if (q - p > 1) {
+      ++made;
+      if (backend_->Unmap(base_ + p * page_size_, (q - p) * page_size_).ok()) {
+        for (size_t i = p; i < q; ++i) ForgetMapping(i, out);
+        AddToRuns(runs, base_ + p * page_size_, (q - p) * page_size_);
+        p = q;
+      }
+    }
+    for (; p < q; ++p) {
+      ++made;
+      status = UnmapPage(p, out);
+      if (!status.ok()) break;
+      AddToRuns(runs, base_ + p * page_size_, page_size_);
+    }
+    if (calls != nullptr) *calls += made;
   }
   // Free blocks over the range may have lost their last whole mapped page.
   for (Block* b = first_; b != nullptr && b->addr < addr + size; b = b->next) {

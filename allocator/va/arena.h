@@ -104,10 +104,13 @@ class Arena : public MetadataObject {
   // Unmaps every mapped page overlapping [addr, addr + size), whatever lies
   // over it (live blocks too: sleep and wake, docs/sleep.md), appending their
   // ids to `out`; free blocks left without a whole mapped page leave the
-  // reclaim index. The caller knows that no GPU work uses those pages. On an
-  // Unmap failure the pages before it are unmapped and the rest stay mapped.
+  // reclaim index. The caller knows that no GPU work uses those pages. Each
+  // run of adjacent mapped pages is unmapped by one backend call (page by
+  // page where the backend refuses the run); `calls`, when given, is
+  // incremented per call. On an Unmap failure the pages before it are
+  // unmapped and the rest stay mapped.
   absl::Status UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
-                            VaRuns* runs = nullptr);
+                            VaRuns* runs = nullptr, size_t* calls = nullptr);
   // Bytes of `block` that lie on mapped pages.
   size_t MappedBytes(const Block* block) const;
   bool IsFullyMapped(const Block* block) const {
@@ -209,6 +212,8 @@ class Arena : public MetadataObject {
     }
   }
   absl::Status UnmapPage(size_t index, PageList* out);
+  // Page `index` was just unmapped: its id goes to `out`, the tables forget it.
+  void ForgetMapping(size_t index, PageList* out);
   size_t UnmappedPagesIn(uintptr_t addr, size_t size) const;
   // Free blocks examined when looking for an already mapped fit.
   static constexpr int kMappedSearchLimit = 256;

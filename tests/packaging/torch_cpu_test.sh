@@ -6,16 +6,8 @@
 # Usage: torch_cpu_test.sh LIBFRAGFREE
 set -uo pipefail
 lib=$(realpath "$1")
-venv=${FRAGFREE_TORCH_VENV:-$HOME/.cache/fragfree/venv-torch}
 here=$(cd "$(dirname "$0")" && pwd)
-if [[ ! -x "$venv/bin/python" || ! -f "$venv/.fragfree-ok" ]]; then
-  echo "skipped: torch not installable (no torch venv at $venv; scripts/test.sh makes it)"
-  exit 77
-fi
-if ! why=$("$venv/bin/python" -c 'import torch' 2>&1); then
-  echo "skipped: torch not installable (import torch: $(tail -1 <<<"$why"))"
-  exit 77
-fi
+. "$here/../testing/torch_venv.sh"
 cd "$(mktemp -d)" || exit 1
-FRAGFREE_LIBRARY=$lib exec "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+FRAGFREE_LIBRARY=$lib exec "$torch_python" -m pytest -q -p no:cacheprovider \
   "$here/torch_cpu_test.py"

@@ -360,6 +360,88 @@ TEST(Sleep, FailedCreateOrMapDuringResumeRollsBack) {
   ASSERT_TRUE(d.CheckInvariants().ok());
 }
 
+TEST(Sleep, PauseUnmapsRunsOfPagesInOneCallAndReleasesThem) {
+  FaultyDevice dev = MakeFaultyDevice(64 * kMiB);
+  DeviceAllocator& d = *dev.allocator;
+  // One stream: 16 MiB of adjacent blocks, 8 pages in one arena.
+  std::vector<Alloc> w;
+  {
+    Region region("runs-w");
+    for (uint8_t i = 0; i < 4; ++i) {
+      absl::StatusOr<void*> p = d.Malloc(4 * kMiB, 0);
+      ASSERT_TRUE(p.ok()) << p.status();
+      Fill(*p, 4 * kMiB, uint8_t(40 + i));
+      w.push_back({*p, 4 * kMiB, uint8_t(40 + i)});
+    }
+  }
+  const size_t pages = InfoOf(d, "runs-w").mapped_bytes / kPage;
+  ASSERT_GE(pages, 8u);
+  const int64_t unmaps = dev.faults->Calls(BackendOp::kUnmap);
+  const int64_t releases = dev.faults->Calls(BackendOp::kRelease);
+  const DeviceStats before = d.GetStats();
+  ASSERT_TRUE(d.Pause({Tag("runs-w")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  const auto [pause, unused] = d.LastSleepTimes();
+  EXPECT_EQ(pause.pages_unmapped, pages);
+  EXPECT_EQ(pause.pages_released, pages);
+  EXPECT_EQ(pause.bytes_copied, 16 * kMiB);
+  // Fewer backend calls than pages: whole runs at once.
+  EXPECT_EQ(pause.unmap_calls,
+            uint64_t(dev.faults->Calls(BackendOp::kUnmap) - unmaps));
+  EXPECT_LT(pause.unmap_calls, pages);
+  EXPECT_EQ(dev.faults->Calls(BackendOp::kRelease) - releases, int64_t(pages));
+  EXPECT_EQ(d.GetStats().mapped_bytes.current,
+            before.mapped_bytes.current - int64_t(pages * kPage));
+  ASSERT_TRUE(d.Resume({Tag("runs-w")}).ok());
+  const auto [unused2, resume] = d.LastSleepTimes();
+  EXPECT_EQ(resume.pages_mapped, pages);
+  EXPECT_EQ(resume.bytes_copied, 16 * kMiB);
+  EXPECT_GE(resume.map_ranges, 1u);
+  for (const Alloc& a : w) EXPECT_TRUE(Holds(a.ptr, a.size, a.seed));
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
+TEST(Sleep, ARefusedRunUnmapFallsBackToOnePageAtATime) {
+  FaultyDevice dev = MakeFaultyDevice(64 * kMiB);
+  DeviceAllocator& d = *dev.allocator;
+  std::vector<Alloc> w;
+  {
+    Region region("runs-f");
+    absl::StatusOr<void*> p = d.Malloc(12 * kMiB, 0);
+    ASSERT_TRUE(p.ok()) << p.status();
+    Fill(*p, 12 * kMiB, 61);
+    w.push_back({*p, 12 * kMiB, 61});
+  }
+  const size_t pages = InfoOf(d, "runs-f").mapped_bytes / kPage;
+  ASSERT_GE(pages, 6u);
+  // The run's single call is refused; the pages go one by one.
+  dev.faults->FailNext(BackendOp::kUnmap, 1,
+                       absl::InvalidArgumentError("injected: not one mapping"));
+  ASSERT_TRUE(d.Pause({Tag("runs-f")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  const auto [pause, unused] = d.LastSleepTimes();
+  EXPECT_EQ(pause.pages_unmapped, pages);
+  EXPECT_EQ(pause.unmap_calls, pages + 1);
+  EXPECT_EQ(InfoOf(d, "runs-f").mapped_bytes, 0u);
+  ASSERT_TRUE(d.Resume({Tag("runs-f")}).ok());
+  EXPECT_TRUE(Holds(w[0].ptr, w[0].size, w[0].seed));
+  // A page refused too: the pause reports it, the tag is paused, the pages
+  // before it are gone and the rest stay mapped; resume maps what is missing.
+  const int64_t first = dev.faults->Calls(BackendOp::kUnmap) + 1;
+  dev.faults->FailCalls(BackendOp::kUnmap, first, 3,
+                        absl::InternalError("injected: unmap failed"));
+  absl::Status s = d.Pause({Tag("runs-f")}, BackupMode::kCpu);
+  dev.faults->ClearFaults();
+  EXPECT_FALSE(s.ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  EXPECT_TRUE(InfoOf(d, "runs-f").paused);
+  EXPECT_GT(InfoOf(d, "runs-f").mapped_bytes, 0u);
+  ASSERT_TRUE(d.Resume({Tag("runs-f")}).ok());
+  EXPECT_TRUE(Holds(w[0].ptr, w[0].size, w[0].seed));
+  ASSERT_TRUE(d.Free(w[0].ptr).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
 TEST(Sleep, PendingFreesAndRecordedStreamsAreWaitedFor) {
   testing::TestDevice dev = testing::MakeHostDevice(64 * kMiB, kPage);
   DeviceAllocator& d = *dev.allocator;
@@ -468,7 +550,8 @@ TEST(SleepKeep, KeptBackupIsReusedByTheNextPauseOfAnyTag) {
   for (const Alloc& a : o) Fill(a.ptr, a.size, uint8_t(a.seed + 1));
   ASSERT_TRUE(d.Pause({Tag("keep-o")}, BackupMode::kCpu).ok());
   ASSERT_TRUE(d.Resume({Tag("keep-o")}, true).ok());
-  for (const Alloc& a : o) EXPECT_TRUE(Holds(a.ptr, a.size, uint8_t(a.seed + 1)));
+  for (const Alloc& a : o)
+    EXPECT_TRUE(Holds(a.ptr, a.size, uint8_t(a.seed + 1)));
   EXPECT_EQ(d.GetStats().kept_backup_bytes, kept);
   ASSERT_TRUE(d.CheckInvariants().ok());
   for (const Alloc& a : w) ASSERT_TRUE(d.Free(a.ptr).ok());
@@ -606,7 +689,8 @@ TEST(BackupPool, BestFitThenLargest) {
   CountingCopier copier;
   BackupPool pool(&copier);
   for (size_t mib : {64, 256, 128}) {
-    pool.Put({static_cast<char*>(*copier.AllocateHost(mib * kMiB)), mib * kMiB});
+    pool.Put(
+        {static_cast<char*>(*copier.AllocateHost(mib * kMiB)), mib * kMiB});
   }
   HostChunk c;
   ASSERT_TRUE(pool.Take(100 * kMiB, &c));
@@ -671,7 +755,7 @@ TEST(BackupPool, FailedPinningGivesKeptChunksBackAndFreesNewOnes) {
     ASSERT_TRUE(absl::IsResourceExhausted(r.status())) << fail_at;
     b.Abandon();
     EXPECT_EQ(b.host_bytes(), 0u);
-    EXPECT_EQ(pool.bytes(), 64 * kMiB) << fail_at;  // as it was
+    EXPECT_EQ(pool.bytes(), 64 * kMiB) << fail_at;         // as it was
     EXPECT_EQ(copier.live_bytes(), 64 * kMiB) << fail_at;  // new ones freed
   }
 }

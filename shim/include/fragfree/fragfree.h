@@ -270,8 +270,9 @@ FF_API size_t ff_host_allocation_size(const void* ptr);
  * its allocations is allowed. Every function here may be called through
  * dlsym from a program that preloads libfragfree.so. */
 #define FF_BACKUP_NONE 0 /* contents are not kept: undefined after resume */
-#define FF_BACKUP_CPU 1  /* contents copied to host memory, restored on resume \
-                          */
+#define FF_BACKUP_CPU                                     \
+  1 /* contents copied to host memory, restored on resume \
+     */
 /* Opens a region on the calling thread. Tags are 1 to 128 characters without
  * control characters; at most 4096 distinct tags, 64 nested regions. */
 FF_API ff_status_t ff_region_begin(const char* tag);
@@ -307,8 +308,11 @@ FF_API ff_status_t ff_release_backup(size_t* freed);
 /* The tags of `device` (device < 0: every device in use) as JSON:
  * {"devices":[{"device":0,"tags":[{"tag":"weights","paused":true,
  * "live_bytes":..,"live_allocations":..,"mapped_bytes":..,"backup_bytes":..,
- * "arenas":..}]}],"known_tags":["weights",...]}. Returns the full length
- * (excluding the NUL), like ff_stats_json; 0 on error. */
+ * "arenas":..}],"last_pause":{..},"last_resume":{..}}],
+ * "known_tags":["weights",...]}. last_pause / last_resume: where the device's
+ * last ff_pause and ff_resume spent their time (seconds per phase and counts;
+ * docs/sleep.md, "Observability"). Returns the full length (excluding the
+ * NUL), like ff_stats_json; 0 on error. */
 FF_API size_t ff_paused_json(int device, char* buf, size_t len);
 /* ---- end of sleep and wake ------------------------------------------------
  */
