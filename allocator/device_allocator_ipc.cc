@@ -6,7 +6,6 @@
 // allocator/ipc/lease_table.h. Thread-safety: as DeviceAllocator (mu_).
 #include <unistd.h>
 
-
 #include "absl/strings/str_format.h"
 #include "allocator/device_allocator.h"
 #include "allocator/ipc/compact_handle.h"

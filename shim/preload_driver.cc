@@ -78,8 +78,8 @@ bool PutRangeAttribute(CUpointer_attribute attribute, void* data,
 
 using namespace fragfree::preload;  // NOLINT(build/namespaces): the C ABI edge
 
-FF_INTERPOSE CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase,
-                                              size_t* psize, CUdeviceptr dptr) {
+FF_INTERPOSE CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize,
+                                              CUdeviceptr dptr) {
   CUdeviceptr base = 0;
   size_t size = 0;
   if (Range(dptr, &base, &size)) {
@@ -189,9 +189,8 @@ cudaError_t EntryPoint(Real real, const char* symbol, void** funcPtr,
   // read.
   if (version < 12000) driverStatus = nullptr;
   const cudaError_t r = real(symbol, funcPtr, flags, driverStatus);
-  if (r == cudaSuccess &&
-      (driverStatus == nullptr ||
-       *driverStatus == cudaDriverEntryPointSuccess)) {
+  if (r == cudaSuccess && (driverStatus == nullptr ||
+                           *driverStatus == cudaDriverEntryPointSuccess)) {
     Substitute(symbol, version, funcPtr);
   }
   return r;
@@ -204,9 +203,8 @@ cudaError_t EntryPointByVersion(Real real, const char* symbol, void** funcPtr,
                                 cudaDriverEntryPointQueryResult* driverStatus) {
   if (real == nullptr) return kNoRuntime;
   const cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus);
-  if (r == cudaSuccess &&
-      (driverStatus == nullptr ||
-       *driverStatus == cudaDriverEntryPointSuccess)) {
+  if (r == cudaSuccess && (driverStatus == nullptr ||
+                           *driverStatus == cudaDriverEntryPointSuccess)) {
     Substitute(symbol, int(cudaVersion), funcPtr);
   }
   return r;
@@ -237,18 +235,16 @@ FF_INTERPOSE CUresult cuGetProcAddress(const char* symbol, void** pfn,
   return r;
 }
 
-FF_INTERPOSE cudaError_t
-cudaGetDriverEntryPoint(const char* symbol, void** funcPtr,
-                        unsigned long long flags,
-                        cudaDriverEntryPointQueryResult* driverStatus) {
+FF_INTERPOSE cudaError_t cudaGetDriverEntryPoint(
+    const char* symbol, void** funcPtr, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* driverStatus) {
   return EntryPoint(Real().cudaGetDriverEntryPoint.get(), symbol, funcPtr,
                     flags, driverStatus);
 }
 
-FF_INTERPOSE cudaError_t
-cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr,
-                             unsigned long long flags,
-                             cudaDriverEntryPointQueryResult* driverStatus) {
+FF_INTERPOSE cudaError_t cudaGetDriverEntryPoint_ptsz(
+    const char* symbol, void** funcPtr, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* driverStatus) {
   return EntryPoint(Real().cudaGetDriverEntryPoint_ptsz.get(), symbol, funcPtr,
                     flags, driverStatus);
 }
@@ -257,14 +253,12 @@ FF_INTERPOSE cudaError_t cudaGetDriverEntryPointByVersion(
     const char* symbol, void** funcPtr, unsigned int cudaVersion,
     unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
   return EntryPointByVersion(Real().cudaGetDriverEntryPointByVersion.get(),
-                             symbol, funcPtr, cudaVersion, flags,
-                             driverStatus);
+                             symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 
 FF_INTERPOSE cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
     const char* symbol, void** funcPtr, unsigned int cudaVersion,
     unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
-  return EntryPointByVersion(
-      Real().cudaGetDriverEntryPointByVersion_ptsz.get(), symbol, funcPtr,
-      cudaVersion, flags, driverStatus);
+  return EntryPointByVersion(Real().cudaGetDriverEntryPointByVersion_ptsz.get(),
+                             symbol, funcPtr, cudaVersion, flags, driverStatus);
 }

@@ -242,7 +242,9 @@ FF_INTERPOSE cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle,
 FF_INTERPOSE cudaError_t cudaIpcOpenMemHandle(void** devPtr,
                                               cudaIpcMemHandle_t handle,
                                               unsigned int flags) {
-  auto forward = [&] { FF_FORWARD(cudaIpcOpenMemHandle, devPtr, handle, flags); };
+  auto forward = [&] {
+    FF_FORWARD(cudaIpcOpenMemHandle, devPtr, handle, flags);
+  };
   if (!Active() || devPtr == nullptr ||
       !fragfree::IsCompactHandle(handle.reserved)) {
     return forward();

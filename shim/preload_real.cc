@@ -58,14 +58,14 @@ void* FindReal(const char* name, bool optional, Lib lib) {
   }
   if (p == nullptr && !optional) {
     const bool driver = lib == Lib::kDriver;
-    fprintf(stderr,
-            "fragfree: cannot find the CUDA %s's %s (neither "
-            "dlsym(RTLD_NEXT) nor a loaded %s* has it); calls that "
-            "fragfree must forward to it fail with %s\n",
-            driver ? "driver" : "runtime", name,
-            driver ? "libcuda.so" : "libcudart.so",
-            driver ? "CUDA_ERROR_NOT_INITIALIZED"
-                   : "cudaErrorInitializationError");
+    fprintf(
+        stderr,
+        "fragfree: cannot find the CUDA %s's %s (neither "
+        "dlsym(RTLD_NEXT) nor a loaded %s* has it); calls that "
+        "fragfree must forward to it fail with %s\n",
+        driver ? "driver" : "runtime", name,
+        driver ? "libcuda.so" : "libcudart.so",
+        driver ? "CUDA_ERROR_NOT_INITIALIZED" : "cudaErrorInitializationError");
   }
   return p;
 }

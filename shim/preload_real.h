@@ -2,12 +2,12 @@
 // interposer calls them: "real" functions found with dlsym(RTLD_NEXT, name),
 // or, when the library was loaded into a local scope (a Python extension's
 // libcudart; the libcuda that libcudart dlopens), in the first loaded
-// libcudart.so* (runtime) or libcuda.so* (driver). libfragfree.so never links cudart; every function is
-// resolved lazily on first use, so loading the library into a process that does
-// not use CUDA touches nothing. A function that cannot be found is reported
-// once on stderr and the caller returns kNoRuntime. Thread-safety:
-// RealFn::get() is thread-safe (an atomic slot; two threads may resolve the
-// same name at once and store the same pointer).
+// libcudart.so* (runtime) or libcuda.so* (driver). libfragfree.so never links
+// cudart; every function is resolved lazily on first use, so loading the
+// library into a process that does not use CUDA touches nothing. A function
+// that cannot be found is reported once on stderr and the caller returns
+// kNoRuntime. Thread-safety: RealFn::get() is thread-safe (an atomic slot; two
+// threads may resolve the same name at once and store the same pointer).
 #ifndef FRAGFREE_SHIM_PRELOAD_REAL_H_
 #define FRAGFREE_SHIM_PRELOAD_REAL_H_
 
@@ -86,36 +86,36 @@ class RealFn {
 };
 
 // Every runtime function the preload layer forwards to or calls itself.
-#define FF_PRELOAD_REAL_FUNCTIONS(X) \
-  X(cudaMalloc)                      \
-  X(cudaFree)                        \
-  X(cudaMallocAsync)                 \
-  X(cudaFreeAsync)                   \
-  X(cudaMallocAsync_ptsz)            \
-  X(cudaFreeAsync_ptsz)              \
-  X(cudaMallocFromPoolAsync)         \
-  X(cudaMallocFromPoolAsync_ptsz)    \
-  X(cudaMallocHost)                  \
-  X(cudaHostAlloc)                   \
-  X(cudaFreeHost)                    \
-  X(cudaDeviceGetDefaultMemPool)     \
-  X(cudaDeviceGetMemPool)            \
-  X(cudaDeviceSetMemPool)            \
-  X(cudaMemPoolGetAttribute)         \
-  X(cudaMemPoolSetAttribute)         \
-  X(cudaMemPoolTrimTo)               \
-  X(cudaStreamCreate)                \
-  X(cudaStreamCreateWithFlags)       \
-  X(cudaStreamCreateWithPriority)    \
-  X(cudaStreamDestroy)               \
-  X(cudaStreamQuery)                 \
-  X(cudaGetDevice)                   \
-  X(cudaStreamIsCapturing)           \
-  X(cudaStreamSynchronize)           \
+#define FF_PRELOAD_REAL_FUNCTIONS(X)     \
+  X(cudaMalloc)                          \
+  X(cudaFree)                            \
+  X(cudaMallocAsync)                     \
+  X(cudaFreeAsync)                       \
+  X(cudaMallocAsync_ptsz)                \
+  X(cudaFreeAsync_ptsz)                  \
+  X(cudaMallocFromPoolAsync)             \
+  X(cudaMallocFromPoolAsync_ptsz)        \
+  X(cudaMallocHost)                      \
+  X(cudaHostAlloc)                       \
+  X(cudaFreeHost)                        \
+  X(cudaDeviceGetDefaultMemPool)         \
+  X(cudaDeviceGetMemPool)                \
+  X(cudaDeviceSetMemPool)                \
+  X(cudaMemPoolGetAttribute)             \
+  X(cudaMemPoolSetAttribute)             \
+  X(cudaMemPoolTrimTo)                   \
+  X(cudaStreamCreate)                    \
+  X(cudaStreamCreateWithFlags)           \
+  X(cudaStreamCreateWithPriority)        \
+  X(cudaStreamDestroy)                   \
+  X(cudaStreamQuery)                     \
+  X(cudaGetDevice)                       \
+  X(cudaStreamIsCapturing)               \
+  X(cudaStreamSynchronize)               \
   X(cudaThreadExchangeStreamCaptureMode) \
-  X(cudaRuntimeGetVersion)           \
-  X(cudaIpcGetMemHandle)             \
-  X(cudaIpcOpenMemHandle)            \
+  X(cudaRuntimeGetVersion)               \
+  X(cudaIpcGetMemHandle)                 \
+  X(cudaIpcOpenMemHandle)                \
   X(cudaIpcCloseMemHandle)
 
 struct RealCuda {
@@ -142,8 +142,8 @@ struct RealCuda {
       "cuPointerGetAttribute", false, Lib::kDriver};
   RealFn<decltype(&::cuPointerGetAttributes)> driver_pointer_get_attributes{
       "cuPointerGetAttributes", false, Lib::kDriver};
-  RealFn<GetProcAddressV1Fn> driver_get_proc_address_v1{
-      "cuGetProcAddress", false, Lib::kDriver};
+  RealFn<GetProcAddressV1Fn> driver_get_proc_address_v1{"cuGetProcAddress",
+                                                        false, Lib::kDriver};
   RealFn<decltype(&::cuGetProcAddress_v2)> driver_get_proc_address_v2{
       "cuGetProcAddress_v2", false, Lib::kDriver};
 };

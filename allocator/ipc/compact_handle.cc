@@ -77,7 +77,8 @@ absl::StatusOr<CompactHandle> DecodeCompactHandle(
   if (w.handle_bytes == 0 || w.handle_bytes > kMaxHandleBytes) {
     return bad("bad handle size");
   }
-  if (w.reserved[0] != 0 || w.reserved[1] != 0) return bad("reserved bytes set");
+  if (w.reserved[0] != 0 || w.reserved[1] != 0)
+    return bad("reserved bytes set");
   CompactHandle h;
   h.pid = w.pid;
   h.handle_fd = w.handle_fd;
@@ -90,8 +91,8 @@ absl::StatusOr<CompactHandle> DecodeCompactHandle(
 }
 
 absl::StatusOr<int> MakeHandleFile(std::string_view full_handle) {
-  const int fd = memfd_create("fragfree-ipc-handle",
-                              MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int fd =
+      memfd_create("fragfree-ipc-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return ErrnoError("memfd_create for a handle file");
   size_t done = 0;
   while (done < full_handle.size()) {
@@ -139,8 +140,8 @@ absl::StatusOr<std::string> FetchFullHandle(const CompactHandle& h) {
   std::string bytes(h.handle_bytes, '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = pread(*fd, bytes.data() + done, bytes.size() - done,
-                            off_t(done));
+    const ssize_t n =
+        pread(*fd, bytes.data() + done, bytes.size() - done, off_t(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += size_t(n);

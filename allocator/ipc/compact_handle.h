@@ -40,8 +40,7 @@ struct CompactHandle {
   uint64_t block_size = 0;
 };
 
-void EncodeCompactHandle(const CompactHandle& h,
-                         char out[kCompactHandleBytes]);
+void EncodeCompactHandle(const CompactHandle& h, char out[kCompactHandleBytes]);
 // Whether `bytes` carry fragfree's magic (anything else is some other
 // library's handle, e.g. CUDA's own).
 bool IsCompactHandle(const char bytes[kCompactHandleBytes]);
