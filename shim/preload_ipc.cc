@@ -14,12 +14,14 @@
 // reused once every consumer closed it or died (the lease table).
 //
 // Thread-safety: every function is thread-safe. The table of opened handles
-// has its own Mutex, taken only after the engine was used (so a fork child,
-// where fragfree is off, never finds it held) and never held while calling
-// into the engine, the runtime or another process.
+// has its own Mutex, taken only once the engine was used (a fork child of such
+// a process runs with fragfree off, so it never needs the lock it may have
+// inherited held) and never held while calling into the engine, the runtime
+// or another process.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -39,12 +41,6 @@
 namespace fragfree::preload {
 namespace {
 
-#define FF_FORWARD(name, ...)                                        \
-  do {                                                               \
-    auto real_fn_ = ::fragfree::preload::Real().name.get();          \
-    return real_fn_ != nullptr ? real_fn_(__VA_ARGS__) : kNoRuntime; \
-  } while (0)
-
 // An export of another process (or of this one) opened here.
 struct Opened {
   pid_t pid = 0;
@@ -58,6 +54,10 @@ struct Opened {
 struct OpenTable : public MetadataObject {
   Mutex mu;
   MetadataVector<Opened> opened ABSL_GUARDED_BY(mu);
+  // Set once something was opened (after the engine was used): until then
+  // cudaIpcCloseMemHandle does not take `mu`, so a fork child of a process
+  // that never used fragfree cannot inherit it held.
+  std::atomic<bool> used{false};
 };
 
 OpenTable& Table() {
@@ -100,6 +100,7 @@ cudaError_t CurrentDevice(int* device) {
 // last one. False when nothing was opened at `ptr` with cudaIpcOpenMemHandle.
 bool Unref(uintptr_t ptr, int* device, bool* last) {
   OpenTable& t = Table();
+  if (!t.used.load(std::memory_order_acquire)) return false;
   MutexLock lock(&t.mu);
   for (size_t i = 0; i < t.opened.size(); ++i) {
     Opened& o = t.opened[i];
@@ -209,6 +210,7 @@ cudaError_t OpenHandle(void** devPtr, const cudaIpcMemHandle_t& handle,
     if (existing == 0) {
       t.opened.push_back(
           Opened{c->pid, c->start_time, c->export_id, m->ptr, device, 1});
+      t.used.store(true, std::memory_order_release);
     }
   }
   if (existing != 0) {

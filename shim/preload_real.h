@@ -151,6 +151,14 @@ struct RealCuda {
 // The process's table (never destroyed).
 RealCuda& Real();
 
+// In an interposed function: returns what the runtime's own `name` returns
+// for the arguments, or kNoRuntime when the process has none.
+#define FF_FORWARD(name, ...)                                        \
+  do {                                                               \
+    auto real_fn_ = ::fragfree::preload::Real().name.get();          \
+    return real_fn_ != nullptr ? real_fn_(__VA_ARGS__) : kNoRuntime; \
+  } while (0)
+
 }  // namespace fragfree::preload
 
 #endif  // FRAGFREE_SHIM_PRELOAD_REAL_H_

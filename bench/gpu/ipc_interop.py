@@ -105,6 +105,16 @@ def spawn_child(torch, child_setup, lib):
     return p, q_in, q_out
 
 
+def stop_child(p, q_in, out):
+    """Stops the consumer, records its exit code and prints the RESULT line."""
+    q_in.put(("stop",))
+    p.join(timeout=60)
+    if p.is_alive():
+        p.kill()
+    out["child_exit"] = p.exitcode
+    print("RESULT " + json.dumps(out), flush=True)
+
+
 def run_pair(parent_setup, child_setup, lib):
     torch = setup_torch(parent_setup)
     out = {"pair": f"{parent_setup}>{child_setup}"}
@@ -125,12 +135,7 @@ def run_pair(parent_setup, child_setup, lib):
     except Exception as e:  # noqa: BLE001 - recorded
         out["error"] = f"{type(e).__name__}: {e}"[:500]
     finally:
-        q_in.put(("stop",))
-        p.join(timeout=60)
-        if p.is_alive():
-            p.kill()
-        out["child_exit"] = p.exitcode
-    print("RESULT " + json.dumps(out), flush=True)
+        stop_child(p, q_in, out)
 
 
 def run_stress(setup, lib, iterations):
@@ -142,7 +147,6 @@ def run_stress(setup, lib, iterations):
     p, q_in, q_out = spawn_child(torch, setup, lib)
     live, bad = [], 0
     try:
-        time.sleep(0)
         for i in range(iterations):
             value = float(i % 97)
             t = torch.full((rng.randint(1, 16) * MIB // 4 + rng.randint(0, 1000),), value,
@@ -170,12 +174,7 @@ def run_stress(setup, lib, iterations):
     except Exception as e:  # noqa: BLE001 - recorded
         out["error"] = f"{type(e).__name__}: {e}"[:500]
     finally:
-        q_in.put(("stop",))
-        p.join(timeout=60)
-        if p.is_alive():
-            p.kill()
-        out["child_exit"] = p.exitcode
-    print("RESULT " + json.dumps(out), flush=True)
+        stop_child(p, q_in, out)
 
 
 def run_child(args, lib, env_setup, timeout=900):
