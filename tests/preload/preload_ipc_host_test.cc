@@ -11,18 +11,22 @@
 // after a consumer died without closing; stale, malformed and wrong-device
 // handles, closing twice. Children are this program, exec'd (modes
 // `consumer` and `producer`), so they are preloaded afresh.
-// Thread-safety: single-threaded.
+// Thread-safety: the consumer opens one handle from four threads at once;
+// everything else is single-threaded.
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fragfree/fragfree.h"
 #include "tests/preload/fake_cuda.h"
@@ -42,7 +46,7 @@ cudaError_t cudaGetDriverEntryPoint_ptsz(
 
 namespace {
 
-int failures = 0;
+std::atomic<int> failures{0};  // CHECKs run on several threads too
 
 #define CHECK(cond)                                                    \
   do {                                                                 \
@@ -348,6 +352,20 @@ int Consumer() {
            cudaErrorInvalidValue);
   CHECK_EQ(cudaIpcCloseMemHandle(q), cudaSuccess);  // one reference left
   CHECK(Holds(q, kSize, 7));
+  // Threads opening the same handle at once all get the one mapping (a
+  // racing duplicate is unmapped again); each close drops one reference.
+  std::vector<void*> got(4, nullptr);
+  std::vector<std::thread> threads;
+  for (void*& g : got) {
+    threads.emplace_back(
+        [&h, &g] { CHECK_EQ(cudaIpcOpenMemHandle(&g, h, 0), cudaSuccess); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (void* g : got) {
+    CHECK(g == q);
+    CHECK_EQ(cudaIpcCloseMemHandle(g), cudaSuccess);
+  }
+  CHECK(Holds(q, kSize, 7));  // the first open's reference is still held
   CHECK_EQ(fake_calls("cudaIpcOpenMemHandle"), 0);
   CHECK_EQ(fake_calls("cudaIpcCloseMemHandle"), 0);
   Send(4, "o", 1);
@@ -517,7 +535,7 @@ int main(int argc, char** argv) {
   CheckRanges();
   CheckIpc();
   if (failures > 0) {
-    fprintf(stderr, "%d failure(s)\n", failures);
+    fprintf(stderr, "%d failure(s)\n", failures.load());
     return 1;
   }
   printf("preload_ipc_host_test: all checks passed\n");
