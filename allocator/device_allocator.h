@@ -149,6 +149,9 @@ class DeviceAllocator : public MetadataObject {
     size_t block_size = 0;
     uintptr_t first_page = 0;  // where the shared pages start
     std::string handle;        // allocator/ipc/ipc_handle.h
+    // With `handle_file`: the export's handle file (a descriptor of this
+    // process, owned by the export; allocator/ipc/compact_handle.h), else -1.
+    int handle_file = -1;
   };
   // Exports the live block containing `ptr`: its pages' descriptors and the
   // block's place in them. Until the export is released (IpcRelease, or the
@@ -156,9 +159,12 @@ class DeviceAllocator : public MetadataObject {
   // closed it or died, the block stays allocated: a Free only marks it, and
   // its memory is reused once the last holder is gone. With
   // `release_on_free`, a live export of the block made the same way is
-  // returned again instead of a new one.
+  // returned again instead of a new one. With `handle_file`, the export keeps
+  // a handle file that compact handles refer to until it stops accepting
+  // opens.
   absl::StatusOr<IpcExport> IpcExportBlock(const void* ptr,
-                                           bool release_on_free)
+                                           bool release_on_free,
+                                           bool handle_file = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   // No new opens of export `id`; NotFound when it is not this device's.
   absl::Status IpcRelease(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,24 +4,15 @@
 // The records are in allocator/ipc/ipc_state.h; the wire format in
 // allocator/ipc/ipc_handle.h; who has an export open in
 // allocator/ipc/lease_table.h. Thread-safety: as DeviceAllocator (mu_).
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_allocator.h"
+#include "allocator/ipc/compact_handle.h"
 #include "allocator/ipc/ipc_handle.h"
 #include "allocator/ipc/ipc_state.h"
 #include "allocator/ipc/lease_table.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
+#include "allocator/ipc/producer_fds.h"
 
 namespace fragfree {
 
@@ -39,41 +30,26 @@ bool Freeable(IpcState& ipc, const IpcState::Exported& b) {
   return true;
 }
 
+// No new opens of `e`: its lease slot stops accepting and its handle file
+// (the target of compact handles) is closed.
+void StopExport(IpcState& ipc, IpcState::Export& e) {
+  ipc.leases->StopAccepting(e.slot);
+  e.released = true;
+  if (e.handle_file >= 0) {
+    close(e.handle_file);
+    e.handle_file = -1;
+  }
+}
+
 void DropRecords(IpcState& ipc, uintptr_t block) {
   auto it = ipc.blocks.find(block);
   for (uint64_t id : it->second.exports) {
-    ipc.leases->Release(ipc.exports.at(id).slot);
+    IpcState::Export& e = ipc.exports.at(id);
+    if (e.handle_file >= 0) close(e.handle_file);
+    ipc.leases->Release(e.slot);
     ipc.exports.erase(id);
   }
   ipc.blocks.erase(it);
-}
-
-absl::StatusOr<int> PidfdGetfd(int pidfd, pid_t pid, int remote) {
-  const long fd = syscall(SYS_pidfd_getfd, pidfd, remote, 0);
-  if (fd >= 0) return int(fd);
-  const int err = errno;
-  if (err == EPERM) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "fragfree ipc: pidfd_getfd(pid %d, fd %d): not permitted. The "
-        "consumer needs ptrace access to the producer: same user, and with "
-        "kernel.yama.ptrace_scope=1 only a process's ancestors (or a ptracer "
-        "it declared with prctl(PR_SET_PTRACER)) qualify; see docs/ipc.md",
-        int(pid), remote));
-  }
-  if (err == EBADF) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "fragfree ipc: the producer (pid %d) no longer has descriptor %d: "
-        "the export was released and its memory freed",
-        int(pid), remote));
-  }
-  if (err == ENOSYS) {
-    return absl::UnimplementedError(
-        "fragfree ipc: this kernel has no pidfd_getfd (Linux 5.6 or newer is "
-        "needed to share memory between processes)");
-  }
-  return absl::InternalError(
-      absl::StrFormat("fragfree ipc: pidfd_getfd(pid %d, fd %d) failed: %s",
-                      int(pid), remote, strerror(err)));
 }
 
 }  // namespace
@@ -89,7 +65,7 @@ const Block* DeviceAllocator::LiveBlockContaining(uintptr_t addr) const {
 }
 
 absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
-    const void* ptr, bool release_on_free) {
+    const void* ptr, bool release_on_free, bool handle_file) {
   MutexLock lock(&mu_);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   const Block* block = LiveBlockContaining(addr);
@@ -161,14 +137,34 @@ absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
         IpcState::Export{block->addr, *slot, false, release_on_free};
     exported.exports.push_back(id);
   }
+  IpcState::Export& rec = ipc_->exports.at(id);
   h.export_id = id;
-  h.lease_slot = ipc_->exports.at(id).slot;
+  h.lease_slot = rec.slot;
+  std::string encoded = EncodeIpcHandle(h);
+  if (handle_file && rec.handle_file < 0) {
+    absl::StatusOr<int> fd = MakeHandleFile(encoded);
+    if (!fd.ok()) {
+      if (!release_on_free) {  // an export made for this call goes again
+        StopExport(*ipc_, rec);
+        if (exported.exports.size() == 1) {
+          DropRecords(*ipc_, block->addr);
+        } else {
+          ipc_->leases->Release(rec.slot);
+          exported.exports.pop_back();
+          ipc_->exports.erase(id);
+        }
+      }
+      return fd.status();
+    }
+    rec.handle_file = *fd;
+  }
   IpcExport out;
+  out.handle_file = handle_file ? rec.handle_file : -1;
   out.id = id;
   out.block = block->addr;
   out.block_size = block->size;
   out.first_page = block->arena->PageStart(block->addr);
-  out.handle = EncodeIpcHandle(h);
+  out.handle = std::move(encoded);
   return out;
 }
 
@@ -185,10 +181,7 @@ absl::StatusOr<bool> DeviceAllocator::IpcDeferFree(uintptr_t addr) {
   it->second.producer_freed = true;
   for (uint64_t id : it->second.exports) {
     IpcState::Export& e = ipc_->exports.at(id);
-    if (e.release_on_free && !e.released) {
-      ipc_->leases->StopAccepting(e.slot);
-      e.released = true;
-    }
+    if (e.release_on_free && !e.released) StopExport(*ipc_, e);
   }
   if (!Freeable(*ipc_, it->second)) return true;
   DropRecords(*ipc_, addr);
@@ -219,8 +212,7 @@ absl::Status DeviceAllocator::IpcRelease(uint64_t id) {
       return absl::InvalidArgumentError(
           absl::StrFormat("fragfree ipc: export %d was already released", id));
     }
-    ipc_->leases->StopAccepting(it->second.slot);
-    it->second.released = true;
+    StopExport(*ipc_, it->second);
     IpcCollectFreeable(&freeable);
   }
   // Their records are gone, so these are ordinary frees now.
@@ -265,51 +257,29 @@ absl::StatusOr<DeviceAllocator::IpcMapping> DeviceAllocator::IpcOpen(
         "this device's granularity (%d)",
         h.page_size, page_size_));
   }
-  const int pidfd = int(syscall(SYS_pidfd_open, h.pid, 0));
-  if (pidfd < 0) {
-    if (errno == ENOSYS) {
-      return absl::UnimplementedError(
-          "fragfree ipc: this kernel has no pidfd_open (Linux 5.6 or newer is "
-          "needed to share memory between processes)");
-    }
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "fragfree ipc: the producer process %d is gone (pidfd_open: %s)",
-        int(h.pid), strerror(errno)));
-  }
-  // The pidfd pins the process: if its start time matches now, the
-  // descriptors below are the producer's, not a later process's with its pid.
-  if (h.has_trailer && ProcessStartTime(h.pid) != h.producer_start_time) {
-    close(pidfd);
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "fragfree ipc: the producer process %d is gone", int(h.pid)));
-  }
+  absl::StatusOr<ProducerFds> producer =
+      ProducerFds::Open(h.pid, h.has_trailer ? h.producer_start_time : 0);
+  if (!producer.ok()) return producer.status();
   std::unique_ptr<LeaseClaim> claim;
   if (h.has_trailer) {
-    absl::StatusOr<int> lease_fd = PidfdGetfd(pidfd, h.pid, h.lease_fd);
-    if (!lease_fd.ok()) {
-      close(pidfd);
-      return lease_fd.status();
-    }
+    absl::StatusOr<int> lease_fd = producer->Take(h.lease_fd);
+    if (!lease_fd.ok()) return lease_fd.status();
     absl::StatusOr<std::unique_ptr<LeaseClaim>> c =
         LeaseClaim::Claim(*lease_fd, h.lease_bytes, h.lease_slot, h.export_id);
     close(*lease_fd);  // the mapping keeps the table
-    if (!c.ok()) {
-      close(pidfd);
-      return c.status();
-    }
+    if (!c.ok()) return c.status();
     claim = std::move(*c);
   }
   MetadataVector<int> fds;
   absl::Status status;
   for (const IpcHandle::Page& p : h.pages) {
-    absl::StatusOr<int> fd = PidfdGetfd(pidfd, h.pid, p.fd);
+    absl::StatusOr<int> fd = producer->Take(p.fd);
     if (!fd.ok()) {
       status = fd.status();
       break;
     }
     fds.push_back(*fd);
   }
-  close(pidfd);
   auto close_fds = [&] {
     for (int fd : fds) close(fd);
   };

@@ -53,6 +53,12 @@ DeviceAllocator* Owner(const void* ptr, int hint, int* device);
 template <typename Fn>
 void ForEachServed(Fn&& fn);
 int MaxServedDevice();  // one past the highest device index served
+// When `ptr` lies inside a live fragfree block or an opened IPC block (any
+// device fragfree created, through the interposer or the C API): the device
+// allocator holding it, the block's start and size (and *device when not
+// null). nullptr otherwise. Creates nothing.
+DeviceAllocator* BlockRange(uintptr_t ptr, uintptr_t* base, size_t* size,
+                            int* device = nullptr);
 
 // --- Streams (preload_streams.cc)
 // ---------------------------------------------

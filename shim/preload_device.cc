@@ -29,13 +29,6 @@
 namespace fragfree::preload {
 namespace {
 
-// Calls the runtime's own `name`; kNoRuntime when the process has none.
-#define FF_FORWARD(name, ...)                                        \
-  do {                                                               \
-    auto real_fn_ = ::fragfree::preload::Real().name.get();          \
-    return real_fn_ != nullptr ? real_fn_(__VA_ARGS__) : kNoRuntime; \
-  } while (0)
-
 cudaError_t CurrentDevice(int* device) {
   auto get_device = Real().cudaGetDevice.get();
   return get_device != nullptr ? get_device(device) : kNoRuntime;

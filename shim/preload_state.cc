@@ -93,6 +93,24 @@ DeviceAllocator* Owner(const void* ptr, int hint, int* device) {
   return nullptr;
 }
 
+DeviceAllocator* BlockRange(uintptr_t ptr, uintptr_t* base, size_t* size,
+                            int* device) {
+  if (ptr == 0) return nullptr;
+  Runtime& rt = Runtime::Get();
+  for (int i = 0; i < kMaxDevices; ++i) {
+    DeviceAllocator* d = rt.Existing(i);
+    if (d == nullptr) continue;
+    absl::StatusOr<std::pair<uintptr_t, size_t>> r =
+        d->AddressRange(reinterpret_cast<const void*>(ptr));
+    if (!r.ok()) continue;
+    *base = r->first;
+    *size = r->second;
+    if (device != nullptr) *device = i;
+    return d;
+  }
+  return nullptr;
+}
+
 cudaMemPool_t DefaultPool(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   cudaMemPool_t pool = default_pools[device].load(std::memory_order_acquire);

@@ -1,5 +1,7 @@
 #include "allocator/ipc/ipc_state.h"
 
+#include <unistd.h>
+
 #include <atomic>
 
 namespace fragfree {
@@ -10,6 +12,9 @@ uint64_t NextIpcExportId() {
 }
 
 IpcState::~IpcState() {
+  for (auto& [id, e] : exports) {
+    if (e.handle_file >= 0) close(e.handle_file);
+  }
   // The allocator is going away with blocks of other processes still open
   // here: give the pages back (the producers' leases see this process's
   // claims dropped below).

@@ -22,7 +22,7 @@ namespace fragfree {
 
 struct IpcState : public MetadataObject {
   explicit IpcState(PhysicalBackend* b) : backend(b) {}
-  // Unmaps and releases what is still open here.
+  // Unmaps and releases what is still open here; closes handle files.
   ~IpcState();
 
   PhysicalBackend* const backend;
@@ -33,6 +33,10 @@ struct IpcState : public MetadataObject {
     uint32_t slot = 0;
     bool released = false;         // no new opens
     bool release_on_free = false;  // released by the block's Free
+    // A sealed memfd with the full handle, for compact handles
+    // (allocator/ipc/compact_handle.h); open only while the export accepts
+    // opens, else -1.
+    int handle_file = -1;
   };
   MetadataFlatHashMap<uint64_t, Export> exports;  // by export id
   struct Exported {

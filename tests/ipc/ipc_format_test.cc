@@ -1,11 +1,13 @@
 // The IPC handle's wire format (PyTorch's expandable-segment handle plus
-// fragfree's trailer) and the lease table's open/close/death rules.
+// fragfree's trailer), the 64-byte compact handle and its handle file, and the
+// lease table's open/close/death rules.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 
+#include "allocator/ipc/compact_handle.h"
 #include "allocator/ipc/ipc_handle.h"
 #include "allocator/ipc/lease_table.h"
 #include "gtest/gtest.h"
@@ -95,6 +97,90 @@ TEST(IpcHandleTest, RejectsMalformedHandles) {
   IpcHandle loose = Sample();
   loose.block_size = 512;  // the last page would not be under the block
   EXPECT_FALSE(DecodeIpcHandle(EncodeIpcHandle(loose)).ok());
+}
+
+TEST(CompactHandleTest, RoundTripsAndRejectsBadFields) {
+  CompactHandle c;
+  c.pid = 4321;
+  c.handle_fd = 17;
+  c.start_time = 99;
+  c.export_id = 5;
+  c.device = 1;
+  c.handle_bytes = 300;
+  c.block_size = 10 << 20;
+  char bytes[kCompactHandleBytes];
+  EncodeCompactHandle(c, bytes);
+  ASSERT_TRUE(IsCompactHandle(bytes));
+  absl::StatusOr<CompactHandle> d = DecodeCompactHandle(bytes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->pid, 4321);
+  EXPECT_EQ(d->handle_fd, 17);
+  EXPECT_EQ(d->start_time, 99u);
+  EXPECT_EQ(d->export_id, 5u);
+  EXPECT_EQ(d->device, 1);
+  EXPECT_EQ(d->handle_bytes, 300u);
+  EXPECT_EQ(d->block_size, uint64_t{10} << 20);
+  // Each field out of range, and the reserved tail, is refused by name.
+  const struct {
+    size_t at;
+    int32_t value;
+    const char* what;
+  } bad[] = {{8, 0, "pid"},
+             {12, -1, "descriptor"},
+             {32, -1, "device"},
+             {36, 0, "handle size"},
+             {56, 1, "reserved"}};
+  for (const auto& b : bad) {
+    char copy[kCompactHandleBytes];
+    memcpy(copy, bytes, sizeof(copy));
+    memcpy(copy + b.at, &b.value, sizeof(b.value));
+    absl::StatusOr<CompactHandle> r = DecodeCompactHandle(copy);
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << b.what;
+    EXPECT_NE(r.status().message().find(b.what), std::string::npos)
+        << r.status();
+  }
+  char other[kCompactHandleBytes] = {};  // e.g. CUDA's own handle
+  EXPECT_FALSE(IsCompactHandle(other));
+  EXPECT_FALSE(DecodeCompactHandle(other).ok());
+}
+
+TEST(CompactHandleTest, HandleFileIsSealedAndFetchedFromTheProducer) {
+  IpcHandle full = Sample();
+  full.pid = getpid();
+  full.has_trailer = true;
+  full.producer_start_time = SelfStartTime();
+  full.export_id = 42;
+  const std::string bytes = EncodeIpcHandle(full);
+  absl::StatusOr<int> fd = MakeHandleFile(bytes);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_LT(write(*fd, "x", 1), 0);  // sealed
+  CompactHandle c;
+  c.pid = getpid();
+  c.handle_fd = *fd;
+  c.start_time = SelfStartTime();
+  c.export_id = 42;
+  c.device = 0;
+  c.handle_bytes = uint32_t(bytes.size());
+  // A child takes the file from its parent (the producer) and reads it.
+  const pid_t child = fork();
+  if (child == 0) {
+    absl::StatusOr<std::string> got = FetchFullHandle(c);
+    CompactHandle wrong_id = c;
+    wrong_id.export_id = 43;
+    CompactHandle wrong_start = c;
+    wrong_start.start_time += 1;
+    const bool ok =
+        got.ok() && *got == bytes &&
+        absl::IsFailedPrecondition(FetchFullHandle(wrong_id).status()) &&
+        absl::IsFailedPrecondition(FetchFullHandle(wrong_start).status());
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Once the file is closed (the export released), the handle is stale.
+  close(*fd);
+  EXPECT_TRUE(absl::IsFailedPrecondition(FetchFullHandle(c).status()));
 }
 
 TEST(LeaseTableTest, ClaimsHoldUntilDroppedAndReleasedExportsRefuse) {

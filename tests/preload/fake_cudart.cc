@@ -6,10 +6,13 @@
 // Thread-safety: one mutex guards all state; thread-local capture mode.
 #include "tests/preload/fake_cudart.h"
 
+#include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -39,6 +42,7 @@ struct State {
   int device = 0;
   std::map<int, cudaMemPool_t> current_pool;
   uintptr_t next_handle = 0x10000;
+  std::set<void*> ipc_opened;  // pointers cudaIpcOpenMemHandle returned
 };
 State& S() {
   static State* const s = new State();
@@ -336,6 +340,91 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) {
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) {
   Count("cudaMemPoolTrimTo");
   return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  Count("cudaRuntimeGetVersion");
+  *version = 13000;
+  return cudaSuccess;
+}
+
+// As the real runtime: the driver's cuGetProcAddress, found in the driver
+// library itself (dlsym on its handle, which LD_PRELOAD does not reach).
+static cudaError_t DriverEntryPoint(const char* symbol, void** funcPtr,
+                                    int version,
+                                    cudaDriverEntryPointQueryResult* status) {
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
+  void* driver = dlopen(FAKE_DRIVER_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+  GetProc get =
+      driver != nullptr
+          ? reinterpret_cast<GetProc>(dlsym(driver, "cuGetProcAddress_v2"))
+          : nullptr;
+  if (get == nullptr) return cudaErrorInitializationError;
+  CUdriverProcAddressQueryResult r = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  get(symbol, funcPtr, version, 0, &r);
+  if (status != nullptr) {
+    *status = r == CU_GET_PROC_ADDRESS_SUCCESS
+                  ? cudaDriverEntryPointSuccess
+                  : cudaDriverEntryPointSymbolNotFound;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr,
+                                    unsigned long long,
+                                    cudaDriverEntryPointQueryResult* status) {
+  Count("cudaGetDriverEntryPoint");
+  return DriverEntryPoint(symbol, funcPtr, 13000, status);
+}
+cudaError_t cudaGetDriverEntryPoint_ptsz(
+    const char* symbol, void** funcPtr, unsigned long long,
+    cudaDriverEntryPointQueryResult* status) {
+  Count("cudaGetDriverEntryPoint_ptsz");
+  return DriverEntryPoint(symbol, funcPtr, 13000, status);
+}
+cudaError_t cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int version,
+    unsigned long long, cudaDriverEntryPointQueryResult* status) {
+  Count("cudaGetDriverEntryPointByVersion");
+  return DriverEntryPoint(symbol, funcPtr, int(version), status);
+}
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+    const char* symbol, void** funcPtr, unsigned int version,
+    unsigned long long, cudaDriverEntryPointQueryResult* status) {
+  Count("cudaGetDriverEntryPointByVersion_ptsz");
+  return DriverEntryPoint(symbol, funcPtr, int(version), status);
+}
+
+// Legacy IPC of the fake's own device memory, within one process: the handle
+// is "FAKEIPC" and the pointer.
+static constexpr char kFakeIpc[8] = "FAKEIPC";
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  Count("cudaIpcGetMemHandle");
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (S().device_live.count(devPtr) == 0) return cudaErrorInvalidValue;
+  memset(handle, 0, sizeof(*handle));
+  memcpy(handle->reserved, kFakeIpc, sizeof(kFakeIpc));
+  memcpy(handle->reserved + 8, &devPtr, sizeof(devPtr));
+  return cudaSuccess;
+}
+cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle,
+                                 unsigned int) {
+  Count("cudaIpcOpenMemHandle");
+  if (memcmp(handle.reserved, kFakeIpc, sizeof(kFakeIpc)) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  void* p = nullptr;
+  memcpy(&p, handle.reserved + 8, sizeof(p));
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().ipc_opened.insert(p);
+  *devPtr = p;
+  return cudaSuccess;
+}
+cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  Count("cudaIpcCloseMemHandle");
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().ipc_opened.erase(devPtr) == 1 ? cudaSuccess
+                                           : cudaErrorInvalidValue;
 }
 
 }  // extern "C"
