@@ -1,7 +1,12 @@
-// DeviceAllocator (device_allocator.h): creation, placement and mapping,
-// Malloc/Free, reclaim, streams, limits, stats. Graph pools are in
-// device_allocator_graph_pools.cc, CheckInvariants in
-// device_allocator_invariants.cc. Thread-safety: see device_allocator.h.
+// DeviceAllocator (device_allocator.h), the composition root of one device:
+// creation and teardown, Malloc/Free (quick cache, placement policy, page
+// source), empty_cache and the memory limit. The parts it joins: StreamOrder
+// (stream/), PlacementPolicy and PageSource (place/), StatsBook and the trace
+// (obs/), arenas and the page pool (va/). The engine's other sides are in
+// device_allocator_streams.cc (slots, record_stream, retired streams),
+// device_allocator_obs.cc (stats, views, OOM facts), _graph_pools.cc,
+// _invariants.cc, _sleep.cc and _ipc.cc.
+// Thread-safety: see device_allocator.h.
 #include "allocator/device_allocator.h"
 
 #include <algorithm>
@@ -103,37 +108,6 @@ void DeviceAllocator::RecomputeLimit() {
   if (limit_request_bytes_ != 0) limit = std::min(limit, limit_request_bytes_);
   limit_bytes_ = AlignDown(limit, page_size_);
   pages_.set_limit_bytes(limit_bytes_);
-}
-
-uint32_t DeviceAllocator::NewSlot(StreamHandle stream, const Pool* pool) {
-  return InitSlot(order_.NewSlot(stream), pool);
-}
-
-uint32_t DeviceAllocator::InitSlot(uint32_t slot, const Pool* pool) {
-  if (slot == streams_.size()) {
-    streams_.emplace_back();
-  } else {
-    streams_[slot] = StreamState();  // a retired slot, reused
-  }
-  streams_[slot].pool = pool;
-  stats_.num_streams = int64_t(order_.live_slots());
-  return slot;
-}
-
-uint32_t DeviceAllocator::SlotForSlow(StreamHandle stream) {
-  bool created = false;
-  const uint32_t slot = order_.DefaultSlot(stream, &created);
-  return created ? InitSlot(slot, nullptr) : slot;
-}
-
-uint32_t DeviceAllocator::SlotDuringCapture(StreamHandle stream) {
-  for (auto& pool : pools_) {
-    if (!pool->capturing || !pool->filter || !pool->filter(stream)) continue;
-    auto [it, inserted] = pool->slots.try_emplace(stream, 0);
-    if (inserted) it->second = NewSlot(stream, pool.get());
-    return it->second;
-  }
-  return SlotFor(stream);
 }
 
 absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
@@ -335,52 +309,6 @@ void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
   if (order_.retired(arena->stream_slot())) order_.MarkRetiredDirty();
 }
 
-absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
-  FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
-  absl::Status status =
-      source_.UnmapFree(arena, arena->first_block(), SIZE_MAX);
-  if (!status.ok() || arena->mapped_pages() > 0) return status;
-  MetadataVector<Arena*>& list =
-      streams_[arena->stream_slot()].arenas[int(arena->kind())];
-  list.erase(std::find(list.begin(), list.end(), arena));
-  auto it = std::find_if(arenas_.begin(), arenas_.end(),
-                         [&](const auto& a) { return a.get() == arena; });
-  arenas_.erase(it);  // ~Arena releases the VA
-  stats_.num_arenas = int64_t(arenas_.size());
-  return absl::OkStatus();
-}
-
-absl::Status DeviceAllocator::ReleaseRetiredArenas() {
-  // During graph capture nothing is unmapped: retried after it ends.
-  if (capturing_ > 0) {
-    order_.DeferSweep();
-    return absl::OkStatus();
-  }
-  absl::Status status = order_.SweepRetired([&](uint32_t slot, bool* holds) {
-    StreamState& st = streams_[slot];
-    absl::Status first;
-    // A graph pool's memory stays with it until the pool is released.
-    if (st.pool == nullptr || st.pool->released) {
-      for (MetadataVector<Arena*>& list : st.arenas) {
-        for (size_t i = list.size(); i-- > 0;) {
-          // Cached blocks are free to the program: back to the arena first.
-          DrainQuickCache(list[i]);
-          if (!list[i]->IsEmpty()) continue;
-          if (absl::Status s = ReleaseArena(list[i]); !s.ok() && first.ok()) {
-            first = s;
-          }
-        }
-      }
-    }
-    for (const MetadataVector<Arena*>& list : st.arenas) {
-      *holds |= !list.empty();
-    }
-    return first;
-  });
-  stats_.num_streams = int64_t(order_.live_slots());
-  return status;
-}
-
 absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
@@ -436,66 +364,6 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceAllocator::ProcessPending(bool wait) {
-  return order_.pending().Collect(
-      wait, [&](Block* block) { ReturnBlockToArena(block); });
-}
-
-absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
-  MutexLock lock(&mu_);
-  LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == nullptr) {
-    return absl::InvalidArgumentError(
-        "record_stream: " +
-        DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
-  }
-  Block* block = it->block;
-  if (stream == it->arena->stream()) return absl::OkStatus();
-  if (block->uses == nullptr) {
-    block->uses = MakeMetadataUnique<MetadataVector<StreamHandle>>();
-    it->has_uses = 1;
-  }
-  AddStreamUse(block->uses.get(), stream);
-  return absl::OkStatus();
-}
-
-absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
-  MutexLock lock(&mu_);
-  if (events_->IsCapturing(stream)) {
-    return absl::FailedPreconditionError(
-        "a stream that is capturing a CUDA graph cannot be retired");
-  }
-  // Every live slot of this handle: the default one, graph pools', tags'.
-  if (absl::Status s = order_.Retire(stream,
-                                     [&](uint32_t slot) {
-                                       for (const auto& list :
-                                            streams_[slot].arenas) {
-                                         for (Arena* arena : list) {
-                                           // Never reused: its cached blocks
-                                           // go back (so that the arena can
-                                           // empty) and no more are cached.
-                                           DrainQuickCache(arena);
-                                           arena->quick().set_enabled(false);
-                                         }
-                                       }
-                                     });
-      !s.ok()) {
-    return s;
-  }
-  for (auto& pool : pools_) pool->slots.erase(stream);
-  ForgetTaggedStream(stream);
-  // Its work is done: uses recorded for it need no event any more.
-  live_.ForEach([&](LiveEntry& entry) {
-    if (!entry.has_uses) return;
-    auto& uses = *entry.block->uses;
-    uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
-  });
-  // Its empty arenas go now; the others when their last block is freed. A
-  // failure to unmap leaves them for a later try: the stream is retired.
-  ReleaseRetiredArenas().IgnoreError();
-  return absl::OkStatus();
-}
-
 absl::Status DeviceAllocator::EmptyCache() {
   MutexLock lock(&mu_);
   if (capturing_ > 0)
@@ -534,201 +402,6 @@ absl::Status DeviceAllocator::SetMemoryFraction(double fraction) {
 size_t DeviceAllocator::memory_limit() const {
   MutexLock lock(&mu_);
   return limit_bytes_;
-}
-
-absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
-                                          StreamHandle stream,
-                                          size_t pages_needed,
-                                          std::string reason) {
-  ++stats_.num_ooms;
-  UpdateGaugesLocked();
-  OomFacts& o = last_oom_;
-  o = OomFacts();
-  o.device = device_;
-  o.stream = stream;
-  o.requested_bytes = size;
-  o.rounded_bytes = rounded;
-  o.limit_bytes = limit_bytes_;
-  DeviceMemoryInfo info = backend_->MemoryInfo();
-  o.device_total_bytes = info.total_bytes;
-  o.device_free_bytes = info.free_bytes;
-  o.mapped_bytes = size_t(stats_.mapped_bytes.current);
-  o.allocated_bytes = size_t(stats_.allocated_bytes.pool[kPoolAll].current);
-  o.active_bytes = size_t(stats_.active_bytes.pool[kPoolAll].current);
-  o.cached_bytes = size_t(stats_.cached_free_bytes);
-  o.reclaimable_bytes = size_t(stats_.reclaimable_bytes);
-  o.idle_bytes = pages_.idle_pages() * page_size_;
-  o.pages_needed = pages_needed;
-  o.reason = std::move(reason);
-  trace_.RecordTagged(TraceAction::kOom, info.free_bytes, rounded, stream);
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "fragfree: out of memory on device %d: tried to allocate %s (%s after "
-      "rounding). fragfree holds %s of pages for %s in live allocations "
-      "(%s cached, %s reclaimable); memory limit %s, device has %s total and "
-      "%s free. %s.",
-      device_, FormatBytes(size), FormatBytes(rounded),
-      FormatBytes(o.mapped_bytes), FormatBytes(o.allocated_bytes),
-      FormatBytes(o.cached_bytes), FormatBytes(o.reclaimable_bytes),
-      FormatBytes(o.limit_bytes), FormatBytes(o.device_total_bytes),
-      FormatBytes(o.device_free_bytes), o.reason));
-}
-
-std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
-  for (const auto& arena : arenas_) {
-    if (!arena->Contains(addr)) continue;
-    const Block* b = arena->BlockContaining(addr);
-    if (b == nullptr) break;
-    if (b->is_free() || b->state == BlockState::kCached) {
-      return absl::StrFormat(
-          "pointer 0x%x on device %d is not a live allocation: it lies in "
-          "fragfree's free memory (a double free, or a pointer that was "
-          "never returned by fragfree)",
-          addr, device_);
-    }
-    if (b->state == BlockState::kPendingFree) {
-      return absl::StrFormat(
-          "pointer 0x%x on device %d was already freed (double free)", addr,
-          device_);
-    }
-    return absl::StrFormat(
-        "pointer 0x%x on device %d points inside the live allocation at 0x%x "
-        "(%s), not to its start",
-        addr, device_, b->addr, FormatBytes(b->requested));
-  }
-  return absl::StrFormat(
-      "pointer 0x%x was not allocated by fragfree on device %d", addr, device_);
-}
-
-void DeviceAllocator::UpdateGaugesLocked() {
-  int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
-  int64_t split[3] = {}, split_bytes[3] = {};
-  for (const auto& arena : arenas_) {
-    const int pool = StatPoolOf(arena->kind());
-    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      if (!b->is_free() && b->state != BlockState::kCached) continue;
-      int64_t mapped = int64_t(arena->MappedBytes(b));
-      if (mapped == 0) continue;
-      ++free_blocks;
-      ++split[pool];
-      split_bytes[pool] += mapped;
-      cached += mapped;
-      largest = std::max(largest, mapped);
-      reclaimable += int64_t(arena->ReclaimablePages(b) * page_size_);
-    }
-  }
-  stats_.cached_free_bytes = cached;
-  stats_.reclaimable_bytes = reclaimable;
-  stats_.largest_free_block = largest;
-  stats_.total_free_va_mapped = free_blocks;
-  // PyTorch's inactive_split: free blocks inside mapped memory. Computed from
-  // the arenas when read, so their peak is the highest value read.
-  split[kPoolAll] = split[kPoolSmall] + split[kPoolLarge];
-  split_bytes[kPoolAll] = split_bytes[kPoolSmall] + split_bytes[kPoolLarge];
-  for (int p = 0; p < 3; ++p) {
-    for (auto [stat, value] :
-         {std::pair{&stats_.inactive_split.pool[p], split[p]},
-          std::pair{&stats_.inactive_split_bytes.pool[p], split_bytes[p]}}) {
-      stat->current = value;
-      stat->peak = std::max(stat->peak, value);
-    }
-  }
-  // Idle pages are counted as they move (PagePool::IdleCounts).
-  const PagePool::IdleCounts& idle = pages_.idle_counts();
-  const int64_t page = int64_t(page_size_);
-  stats_.idle_page_bytes.current = int64_t(pages_.idle_pages()) * page;
-  stats_.idle_page_bytes.peak = int64_t(idle.peak) * page;
-  stats_.idle_page_bytes.allocated = int64_t(idle.added) * page;
-  stats_.idle_page_bytes.freed = int64_t(idle.removed) * page;
-  stats_.NoteHandles(pages_.total_created(), pages_.total_released());
-  stats_.fences_recorded = int64_t(order_.fences().fences_recorded());
-  stats_.fence_waits = int64_t(order_.fences().waits());
-  DeviceMemoryInfo info = backend_->MemoryInfo();
-  stats_.device_total_bytes = int64_t(info.total_bytes);
-  stats_.device_free_bytes = int64_t(info.free_bytes);
-  stats_.memory_limit_bytes = int64_t(limit_bytes_);
-  stats_.page_size = int64_t(page_size_);
-  UpdateSleepGaugesLocked();
-}
-
-DeviceStats DeviceAllocator::GetStats() {
-  MutexLock lock(&mu_);
-  UpdateGaugesLocked();
-  return stats_;
-}
-
-void DeviceAllocator::ResetPeakStats() {
-  MutexLock lock(&mu_);
-  UpdateGaugesLocked();  // the peaks of gauges computed when read restart here
-  stats_.ResetPeak();
-  pages_.ResetIdlePeak();
-}
-
-void DeviceAllocator::ResetAccumulatedStats() {
-  MutexLock lock(&mu_);
-  stats_.ResetAccumulated();
-  pages_.ResetIdleCounts();
-  request_sizes_.Clear();
-}
-
-void DeviceAllocator::SetTraceEntries(size_t entries) {
-  MutexLock lock(&mu_);
-  trace_.Resize(entries);
-}
-
-TraceLog DeviceAllocator::Trace() const {
-  MutexLock lock(&mu_);
-  return trace_.Copy();
-}
-
-OomFacts DeviceAllocator::last_oom() const {
-  MutexLock lock(&mu_);
-  return last_oom_;
-}
-
-std::vector<SizeCount> DeviceAllocator::RequestSizes(
-    SizeHistogram::Info* info) const {
-  MutexLock lock(&mu_);
-  if (info != nullptr) *info = request_sizes_.info();
-  return request_sizes_.Entries();
-}
-
-size_t DeviceAllocator::AllocationSize(const void* ptr) const {
-  MutexLock lock(&mu_);
-  const LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
-  return it == nullptr ? 0 : size_t(it->requested);
-}
-
-std::vector<ArenaView> DeviceAllocator::Arenas() const {
-  MutexLock lock(&mu_);
-  std::vector<ArenaView> out;
-  for (const auto& arena : arenas_) {
-    ArenaView v;
-    v.base = arena->base();
-    v.va_size = arena->size();
-    v.page_size = arena->page_size();
-    v.stream = arena->stream();
-    v.small = arena->kind() == ArenaKind::kSmall;
-    const Pool* pool = streams_[arena->stream_slot()].pool;
-    v.pool_id[0] = pool ? pool->id.first : 0;
-    v.pool_id[1] = pool ? pool->id.second : 0;
-    v.mapped_pages = arena->mapped_pages();
-    if (const RegionTag tag = streams_[arena->stream_slot()].tag;
-        tag != kNoRegionTag) {
-      v.tag = RegionTagName(tag);
-      v.paused = sleep_.IsPaused(tag);
-    }
-    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      // A cached block is free memory to everyone outside the engine.
-      const BlockState state =
-          b->state == BlockState::kCached ? BlockState::kFree : b->state;
-      v.blocks.push_back({b->addr, b->size, b->requested, state, b->alloc_seq});
-    }
-    for (size_t p = 0; p < arena->mapped_end(); ++p) {
-      v.page_mapped.push_back(arena->IsPageMapped(p));
-    }
-    out.push_back(std::move(v));
-  }
-  return out;
 }
 
 }  // namespace fragfree
