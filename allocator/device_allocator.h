@@ -46,16 +46,18 @@
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
 #include "allocator/obs/size_histogram.h"
-#include "allocator/obs/stats.h"
+#include "allocator/obs/stats_book.h"
 #include "allocator/obs/trace.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
+#include "allocator/place/page_source.h"
+#include "allocator/place/placement_policy.h"
 #include "allocator/policy/block.h"
 #include "allocator/policy/live_table.h"
 #include "allocator/policy/size_classes.h"
 #include "allocator/sleep/sleep_state.h"
 #include "allocator/stream/event_source.h"
-#include "allocator/stream/stream_fences.h"
+#include "allocator/stream/stream_order.h"
 #include "allocator/va/arena.h"
 #include "allocator/va/page_pool.h"
 
@@ -234,49 +236,41 @@ class DeviceAllocator : public MetadataObject {
     bool released = false;
     MetadataFlatHashMap<StreamHandle, uint32_t> slots;
   };
+  // What a slot (StreamOrder) holds: its arenas, and its owner.
   struct StreamState {
     MetadataVector<Arena*> arenas[3];  // indexed by ArenaKind
     const Pool* pool = nullptr;        // set for a graph pool's slot
-    bool retired = false;              // RetireStream'd: in retired_slots_ or
-                                       // (once it has no arena) free_slots_
     RegionTag tag = kNoRegionTag;      // set for a region tag's slot
   };
-  struct PendingFree {
-    Block* block;
-    MetadataVector<EventId> events;
-  };
   // What one request (PlaceAndMap) has done that counts once per request.
-  struct RequestState {
-    bool retried = false;  // counted in num_alloc_retries
-    bool synced = false;   // counted in num_sync_all_streams
-  };
-  // A page reclaim unmapped from a free block for a request: where it was, so
-  // that a failed request puts it back.
-  struct MovedPage {
-    Arena* arena;
-    size_t index;  // page index in the arena
-    PageId page;
-  };
+  using RequestState = PageSource::Request;
   DeviceAllocator(int device, const Options& options,
                   std::unique_ptr<PhysicalBackend> backend,
                   std::unique_ptr<EventSource> events);
 
   uint32_t SlotFor(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (stream == last_stream_ && last_slot_ != UINT32_MAX) return last_slot_;
-    return SlotForSlow(stream);
+    const uint32_t slot = order_.CachedSlot(stream);
+    return slot != StreamOrder::kNoSlot ? slot : SlotForSlow(stream);
   }
   uint32_t SlotForSlow(StreamHandle stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t NewSlot(StreamHandle stream, const Pool* pool)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets up the engine's state of `slot`, new or reused (StreamOrder).
+  uint32_t InitSlot(uint32_t slot, const Pool* pool)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot of a capturing pool whose filter takes `stream`, else SlotFor.
   uint32_t SlotDuringCapture(StreamHandle stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Pool* FindPool(PoolId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A free block for the request among the slot's arenas (the placement
+  // policy's search, skipped when `searched`: the caller has just made it),
+  // after draining their quick caches, or in a new arena.
   absl::StatusOr<Block*> Place(uint32_t slot, ArenaKind kind, size_t size,
-                               size_t requested)
+                               size_t requested, bool searched)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
-  // places the request (Place) and maps; sets *inout. On running out of
+  // places the request (Place: Malloc has searched the slot's arenas) and
+  // maps; sets *inout. On running out of
   // memory, drains the quick caches and tries once more before reporting the
   // OOM. On failure *inout is not allocated, and what the request took is
   // given back: its block is free again as it was, an arena made for it is
@@ -289,26 +283,12 @@ class DeviceAllocator : public MetadataObject {
   // frees; whether there were any.
   bool DrainQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainQuickCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gets `count` pages for `block` (idle, reclaimed, new, reclaimed after
-  // waiting) and maps them, setting access on them and on pages under the
-  // block that are mapped without access (count may be 0 for those alone).
-  // On failure every page it got goes back where it came from (GiveBack).
+  // PageSource::MapUnder in the engine's present scope (capture, graph
+  // pools whose pages stay put).
   absl::Status MapUnder(Block* block, size_t count, RequestState* request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
-  // pages are released to the device, moved ones mapped back into the free
-  // blocks they came from (released if that fails), idle ones made idle again.
-  void GiveBack(const PageList& pages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether MapUnder should reclaim cached pages before creating new ones
-  // (Options::reclaim_before_grow).
-  bool ShouldReclaimFirst(const Block* block, size_t count) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves whole free pages whose last use is complete into `out` until it holds
-  // `want`; with `wait`, waits for in-flight work first. `moved` (optional)
-  // receives where each page came from.
-  absl::Status Reclaim(size_t want, bool wait, PageList* out,
-                       MetadataVector<MovedPage>* moved = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the free pages of `arena` may move: not a live graph pool's.
+  bool MayMove(const Arena* arena) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block's last use is done: into its arena's quick cache or released.
   // The second form takes what the caller knows, to leave the block unread;
   // `traced`: the caller has recorded free_completed.
@@ -405,43 +385,28 @@ class DeviceAllocator : public MetadataObject {
   std::unique_ptr<EventSource> events_;
   const SizeRounding rounding_;
   const size_t page_size_;
-  StreamFences fences_ ABSL_GUARDED_BY(mu_);
+  StreamOrder order_ ABSL_GUARDED_BY(mu_);  // slots, fences, pending frees
   BlockPool blocks_ ABSL_GUARDED_BY(mu_);
   ReclaimQueue reclaim_queue_ ABSL_GUARDED_BY(mu_);
   PagePool pages_ ABSL_GUARDED_BY(mu_);
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double limit_fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
-  MetadataFlatHashMap<StreamHandle, uint32_t> slot_of_ ABSL_GUARDED_BY(mu_);
   MetadataVector<StreamState> streams_ ABSL_GUARDED_BY(mu_);  // by slot
-  // Retired slots that still have arenas, and retired slots with none (free,
-  // reused by NewSlot first). See Note [Retired streams].
-  MetadataVector<uint32_t> retired_slots_ ABSL_GUARDED_BY(mu_);
-  MetadataVector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
-  // A block of a retired slot's arena went back to its arena since the last
-  // ReleaseRetiredArenas (or one was skipped during capture): run it again.
-  bool retired_dirty_ ABSL_GUARDED_BY(mu_) = false;
-  StreamHandle last_stream_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t last_slot_ ABSL_GUARDED_BY(mu_) = UINT32_MAX;
   MetadataVector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
   LiveTable live_ ABSL_GUARDED_BY(mu_);
-  MetadataVector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
-  DeviceStats stats_ ABSL_GUARDED_BY(mu_);
+  StatsBook stats_ ABSL_GUARDED_BY(mu_);
   OomFacts last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // Most bytes ever allocated at once (not reset by ResetPeakStats).
-  int64_t allocated_high_water_ ABSL_GUARDED_BY(mu_) = 0;
   MetadataVector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
   int capturing_ ABSL_GUARDED_BY(mu_) = 0;  // pools between Begin and End
   TraceRing trace_ ABSL_GUARDED_BY(mu_);
   SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
-  VaRuns runs_ ABSL_GUARDED_BY(mu_);
-  // MapUnder's scratch (no allocation per map once warm): the pages it got,
-  // and of them the ones it created and the ones it moved.
-  PageList map_pages_ ABSL_GUARDED_BY(mu_);
-  PageList created_pages_ ABSL_GUARDED_BY(mu_);
-  MetadataVector<MovedPage> moved_pages_ ABSL_GUARDED_BY(mu_);
-  MetadataVector<size_t> moved_indices_ ABSL_GUARDED_BY(mu_);
+  VaRuns runs_ ABSL_GUARDED_BY(mu_);  // VA runs unmapped (for the trace)
+  // Placement decisions, and the pages under placed blocks (after the members
+  // they are lent).
+  const std::unique_ptr<PlacementPolicy> placement_;
+  PageSource source_ ABSL_GUARDED_BY(mu_);
   SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
   // Exports and opened imports (made on first use; nullptr until then, so
   // Free's check is one load). Declared last: unmaps imports before the

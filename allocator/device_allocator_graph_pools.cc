@@ -49,7 +49,7 @@ absl::Status DeviceAllocator::EndAllocateToPool(PoolId id) {
   pool->filter = nullptr;
   --capturing_;
   // Retired arenas emptied during the capture can go now.
-  if (retired_dirty_) ReleaseRetiredArenas().IgnoreError();
+  if (order_.retired_dirty()) ReleaseRetiredArenas().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -68,7 +68,7 @@ absl::Status DeviceAllocator::ReleasePool(PoolId id) {
   // Its free pages may now move; live blocks stay until the program frees them.
   pool->released = true;
   // Its retired streams' empty arenas go now.
-  if (!retired_slots_.empty()) ReleaseRetiredArenas().IgnoreError();
+  if (!order_.retired_slots().empty()) ReleaseRetiredArenas().IgnoreError();
   return absl::OkStatus();
 }
 

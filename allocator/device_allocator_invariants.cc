@@ -198,22 +198,27 @@ absl::Status DeviceAllocator::CheckSlots() const {
       return Fail("an arena is missing from its slot's list");
     }
   }
-  for (uint32_t slot : retired_slots_) {
-    if (!streams_[slot].retired) return Fail("a live slot is listed retired");
+  for (uint32_t slot : order_.retired_slots()) {
+    if (!order_.retired(slot)) return Fail("a live slot is listed retired");
   }
-  for (uint32_t slot : free_slots_) {
+  for (uint32_t slot : order_.free_slots()) {
     const StreamState& st = streams_[slot];
     bool has_arenas = false;
     for (const MetadataVector<Arena*>& list : st.arenas) {
       has_arenas |= !list.empty();
     }
-    if (!st.retired || has_arenas) {
+    if (!order_.retired(slot) || has_arenas) {
       return Fail("a free slot is live or still has arenas");
     }
   }
-  if (retired_slots_.size() + free_slots_.size() !=
-      size_t(std::count_if(streams_.begin(), streams_.end(),
-                           [](const StreamState& st) { return st.retired; }))) {
+  size_t retired = 0;
+  for (uint32_t slot = 0; slot < order_.num_slots(); ++slot) {
+    retired += order_.retired(slot) ? 1 : 0;
+  }
+  if (order_.num_slots() != streams_.size()) {
+    return Fail("the engine's slots differ from the stream order's");
+  }
+  if (order_.retired_slots().size() + order_.free_slots().size() != retired) {
     return Fail("retired slots are lost or listed twice");
   }
   return absl::OkStatus();

@@ -75,7 +75,8 @@ MetadataVector<Arena*> DeviceAllocator::ArenasOfTag(RegionTag tag) const {
 void DeviceAllocator::RestoreQuickCache(Arena* arena) {
   const StreamState& st = streams_[arena->stream_slot()];
   arena->quick().set_enabled(arena->kind() == ArenaKind::kSmall &&
-                             st.pool == nullptr && !st.retired);
+                             st.pool == nullptr &&
+                             !order_.retired(arena->stream_slot()));
 }
 
 absl::Status DeviceAllocator::UnmapRange(Arena* arena, uintptr_t addr,
@@ -121,25 +122,12 @@ absl::Status DeviceAllocator::WaitForTagUsers(
     return std::find(arenas.begin(), arenas.end(), a) != arenas.end();
   };
   // Frees waiting for other streams (record_stream): wait, then release.
-  for (PendingFree& p : pending_) {
-    if (!ours(p.block->arena)) continue;
-    while (!p.events.empty()) {
-      if (absl::Status s = events_->Synchronize(p.events.back()); !s.ok()) {
-        return s;
-      }
-      events_->Release(p.events.back());
-      p.events.pop_back();
-    }
+  if (absl::Status s =
+          order_.pending().CollectIf([&](Block* b) { return ours(b->arena); },
+                                     [&](Block* b) { ReturnBlockToArena(b); });
+      !s.ok()) {
+    return s;
   }
-  size_t kept = 0;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    if (ours(pending_[i].block->arena)) {
-      ReturnBlockToArena(pending_[i].block);
-    } else {
-      pending_[kept++] = std::move(pending_[i]);
-    }
-  }
-  pending_.resize(kept);
   // The streams the tag allocated on, and those record_stream added to its
   // live blocks: everything issued on them so far completes.
   MetadataVector<uint32_t> slots;
@@ -159,7 +147,8 @@ absl::Status DeviceAllocator::WaitForTagUsers(
     }
   }
   for (uint32_t slot : slots) {
-    if (absl::Status s = fences_.WaitFor(slot, fences_.StampFree(slot));
+    StreamFences& fences = order_.fences();
+    if (absl::Status s = fences.WaitFor(slot, fences.StampFree(slot));
         !s.ok()) {
       return s;
     }

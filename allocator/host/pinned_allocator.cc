@@ -18,15 +18,14 @@ PinnedHostAllocator::PinnedHostAllocator(
     : backend_(std::move(backend)),
       events_(std::move(events)),
       options_(options),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      pending_(events_.get()) {}
 
 PinnedHostAllocator::~PinnedHostAllocator() {
   ChunkList all;
   {
     MutexLock lock(&mu_);
-    for (auto& [addr, block] : blocks_) {
-      for (EventId e : block.events) events_->Release(e);
-    }
+    pending_.Clear(/*wait=*/false);
     for (auto& [base, chunk] : chunks_) {
       all.emplace_back(reinterpret_cast<void*>(base), chunk->bytes);
       MetadataDelete(chunk);
@@ -117,7 +116,6 @@ void PinnedHostAllocator::ReleaseBlockLocked(BlockMap::iterator it) {
   block.state = State::kFree;
   block.requested = 0;
   block.streams.clear();
-  block.events.clear();
   auto next = std::next(it);
   if (next != blocks_.end() && next->second.chunk == block.chunk &&
       next->second.state == State::kFree) {
@@ -144,33 +142,21 @@ void PinnedHostAllocator::ReleaseBlockLocked(BlockMap::iterator it) {
 }
 
 void PinnedHostAllocator::ProcessPendingLocked() {
-  size_t kept = 0;
-  for (uintptr_t addr : pending_) {
-    auto it = blocks_.find(addr);
-    FF_CHECK(it != blocks_.end() && it->second.state == State::kPending,
-             "pinned pending list names a block that is not pending");
-    bool done = true;
-    for (EventId e : it->second.events) {
-      absl::StatusOr<bool> complete = events_->Query(e);
-      if (!complete.ok()) {
-        // The event's context is gone: no work of it can be in flight.
-        stats_.event_errors++;
-        continue;
-      }
-      if (!*complete) {
-        done = false;
-        break;
-      }
-    }
-    if (!done) {
-      pending_[kept++] = addr;
-      continue;
-    }
-    for (EventId e : it->second.events) events_->Release(e);
-    stats_.pending_bytes -= int64_t(it->second.size);
-    ReleaseBlockLocked(it);
-  }
-  pending_.resize(kept);
+  // A failed query: the event's context is gone, so no work of it can be in
+  // flight (counted in event_errors).
+  pending_
+      .Collect(
+          /*wait=*/false,
+          [&](uintptr_t addr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            auto it = blocks_.find(addr);
+            FF_CHECK(it != blocks_.end() && it->second.state == State::kPending,
+                     "pinned pending list names a block that is not pending");
+            stats_.pending_bytes -= int64_t(it->second.size);
+            ReleaseBlockLocked(it);
+          },
+          DeferredFrees<uintptr_t>::QueryErrors::kTreatAsComplete,
+          &stats_.event_errors)
+      .IgnoreError();
 }
 
 void PinnedHostAllocator::TakeIdleChunksLocked(int64_t min_idle_ns,
@@ -324,16 +310,14 @@ absl::Status PinnedHostAllocator::Free(void* ptr) {
       }
     }
     MetadataVector<EventId> events;
-    for (StreamHandle s : block.streams) {
-      absl::StatusOr<EventId> e = events_->Record(s);
-      if (!e.ok()) {
-        for (EventId done : events) events_->Release(done);
-        return PinnedError(e.status().code(),
-                           absl::StrFormat("free of %#x: recording an event "
-                                           "on stream %#x: %s",
-                                           addr, s, e.status().message()));
-      }
-      events.push_back(*e);
+    StreamHandle failed = 0;
+    if (absl::Status s =
+            RecordUseEvents(events_.get(), block.streams, &events, &failed);
+        !s.ok()) {
+      return PinnedError(s.code(),
+                         absl::StrFormat("free of %#x: recording an event "
+                                         "on stream %#x: %s",
+                                         addr, failed, s.message()));
     }
     stats_.frees++;
     stats_.requested_bytes -= int64_t(block.requested);
@@ -346,8 +330,7 @@ absl::Status PinnedHostAllocator::Free(void* ptr) {
       block.state = State::kPending;
       block.requested = 0;
       block.streams.clear();
-      block.events = std::move(events);
-      pending_.push_back(addr);
+      pending_.Add(addr, std::move(events));
     }
     ProcessPendingLocked();
     if (options_.release_after_ms >= 0) TakeIdleChunksLocked(release_ns, &idle);
@@ -366,10 +349,7 @@ absl::Status PinnedHostAllocator::RecordStream(void* ptr, StreamHandle stream) {
           return b.state == State::kLive;
         }));
   }
-  MetadataVector<StreamHandle>& streams = it->second.streams;
-  if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
-    streams.push_back(stream);
-  }
+  AddStreamUse(&it->second.streams, stream);
   return absl::OkStatus();
 }
 

@@ -9,8 +9,9 @@
 // by EmptyCache.
 // Stream safety follows PyTorch's CachingHostAllocator: RecordStream notes the
 // streams an allocation was used on (asynchronous copies); Free records an
-// event on each of them (EventSource) and the block is reused only once every
-// event has completed. A block never given a stream is reusable at once.
+// event on each of them and the block is reused only once every event has
+// completed (stream/deferred_frees.h, the device engine's mechanism too). A
+// block never given a stream is reusable at once.
 // Errors (absl::Status): unknown pointer, interior pointer, double free,
 // record_stream of a freed block, size too large, pinning failures
 // (ResourceExhausted, after unpinning every free chunk and retrying once).
@@ -35,6 +36,7 @@
 #include "allocator/base/units.h"
 #include "allocator/host/pinning_backend.h"
 #include "allocator/obs/allocator_view.h"
+#include "allocator/stream/deferred_frees.h"
 #include "allocator/stream/event_source.h"
 
 namespace fragfree {
@@ -122,7 +124,6 @@ class PinnedHostAllocator : public MetadataObject {
     Chunk* chunk = nullptr;
     State state = State::kFree;
     MetadataVector<StreamHandle> streams;  // recorded while live
-    MetadataVector<EventId> events;        // while pending
   };
   using BlockMap = MetadataMap<uintptr_t, Block>;
   using FreeKey = std::pair<size_t, uintptr_t>;  // (size, address)
@@ -159,7 +160,8 @@ class PinnedHostAllocator : public MetadataObject {
   BlockMap blocks_ ABSL_GUARDED_BY(mu_);            // all, by address
   MetadataSet<FreeKey> free_ ABSL_GUARDED_BY(mu_);  // free blocks
   MetadataMap<uintptr_t, Chunk*> chunks_ ABSL_GUARDED_BY(mu_);  // by base
-  MetadataVector<uintptr_t> pending_ ABSL_GUARDED_BY(mu_);      // in free order
+  // Pending blocks by address, with their events (the engine's mechanism).
+  DeferredFrees<uintptr_t> pending_ ABSL_GUARDED_BY(mu_);
   int64_t idle_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   PinnedStats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -64,6 +64,12 @@ class Arena : public MetadataObject {
   // be set (a page kept by a failed undo in MapPages). Such a block needs
   // MapPages (with no new page) before it is usable.
   bool HasPagesWithoutAccess(const Block* block) const;
+  // Whether `block` must go through MapPages before it is handed out: pages
+  // under it are unmapped (*missing of them) or mapped without access.
+  bool NeedsMapping(const Block* block, size_t* missing) const {
+    *missing = UnmappedPages(block);
+    return *missing > 0 || HasPagesWithoutAccess(block);
+  }
   // Maps `pages` (exactly UnmappedPages(block) of them, taken from the pool)
   // under the block and makes them accessible, together with the pages under
   // it that are mapped without access. All or nothing: on error, the pages

@@ -42,6 +42,7 @@ absl::Status PagePool::CreatePage(PageId* page) {
     handles_.push_back(*handle);
   }
   ++created_;
+  ++total_created_;
   *page = id;
   return absl::OkStatus();
 }

@@ -54,6 +54,9 @@ class PagePool {
   PhysHandle handle(PageId page) const { return handles_[page]; }
   size_t idle_pages() const { return idle_.size(); }
   size_t created_pages() const { return created_; }
+  // Handles created and released since the pool was made (handles_created,
+  // handles_released).
+  uint64_t total_created() const { return total_created_; }
   uint64_t total_released() const { return total_released_; }
 
  private:
@@ -65,6 +68,7 @@ class PagePool {
   PageList unused_ids_;  // ids of released handles, for reuse
   IdleCounts idle_counts_;
   size_t created_ = 0;  // live handles (mapped + idle)
+  uint64_t total_created_ = 0;
   uint64_t total_released_ = 0;
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
@@ -166,6 +167,28 @@ TEST(DeviceAllocator, RecordStreamDefersReuseUntilTheStreamIsDone) {
   ASSERT_TRUE(f.a->Free(q).ok());
   void* r = *f.a->Malloc(kPage, kS1);  // processes the completed pending free
   EXPECT_TRUE(r == p || r == q);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+// A pending free whose events are not complete stays pending however many
+// times pending frees are processed (each Malloc processes them).
+TEST(DeviceAllocator, PendingFreeWaitsAcrossRepeatedProcessing) {
+  Fixture f = Make(8);
+  void* p = *f.a->Malloc(kPage, kS1);
+  ASSERT_TRUE(f.a->RecordStream(p, kS2).ok());
+  ASSERT_TRUE(f.a->Free(p).ok());
+  std::vector<void*> held;
+  for (int i = 0; i < 3; ++i) {
+    void* q = *f.a->Malloc(kPage, kS1);
+    EXPECT_NE(q, p) << "reused while kS2 may still use it (malloc " << i << ")";
+    held.push_back(q);
+  }
+  EXPECT_EQ(f.a->GetStats().active_bytes.pool[kPoolAll].current,
+            int64_t(4 * kPage));
+  f.events->CompleteAll();
+  for (void* q : held) ASSERT_TRUE(f.a->Free(q).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());
+  EXPECT_EQ(f.a->GetStats().active_bytes.pool[kPoolAll].current, 0);
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 

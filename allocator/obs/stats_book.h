@@ -1,0 +1,81 @@
+// StatsBook: the one place a device's statistics are counted. It is the
+// DeviceStats the engine hands out (GetStats copies it), plus the operations
+// that move its counters as memory changes hands, so that each counter has one
+// writer: allocations and frees (NoteAlloc, NoteFree, NoteReturned), pages
+// mapped and unmapped (NotePages: reserved bytes, segments, page counts),
+// pages moved from one free block to a request (NoteRemapped), and the page
+// handles the device's page pool created and released (NoteHandles: the pool
+// counts them, the book copies its totals). Gauges computed when read are set
+// by the engine's UpdateGaugesLocked. Key meanings: docs/stats.md.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_OBS_STATS_BOOK_H_
+#define FRAGFREE_ALLOCATOR_OBS_STATS_BOOK_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "allocator/obs/stats.h"
+
+namespace fragfree {
+
+class StatsBook : public DeviceStats {
+ public:
+  // A block of `bytes` (the caller asked for `requested`) was handed out.
+  void NoteAlloc(int pool, int64_t bytes, int64_t requested) {
+    allocation.Increase(pool, 1);
+    allocated_bytes.Increase(pool, bytes);
+    active.Increase(pool, 1);
+    active_bytes.Increase(pool, bytes);
+    requested_bytes.Increase(pool, requested);
+    allocated_high_water_ =
+        std::max(allocated_high_water_, allocated_bytes.pool[kPoolAll].current);
+  }
+  // The program freed it (it stays active until its last use is done).
+  void NoteFree(int pool, int64_t bytes, int64_t requested) {
+    allocation.Decrease(pool, 1);
+    allocated_bytes.Decrease(pool, bytes);
+    requested_bytes.Decrease(pool, requested);
+  }
+  // Its last use is done: back in its arena (or quick cache).
+  void NoteReturned(int pool, int64_t bytes) {
+    active.Decrease(pool, 1);
+    active_bytes.Decrease(pool, bytes);
+  }
+  // `pages` of `page_size` were just mapped into (> 0) or unmapped from (< 0)
+  // an arena of `pool` that now holds `mapped_now` pages. A segment is an
+  // arena holding mapped pages (PyTorch: a cudaMalloc).
+  void NotePages(int pool, size_t mapped_now, int64_t pages, size_t page_size) {
+    const int64_t bytes = pages * int64_t(page_size);
+    const size_t before = size_t(int64_t(mapped_now) - pages);
+    if (before == 0 && mapped_now > 0) segment.Increase(pool, 1);
+    if (before > 0 && mapped_now == 0) segment.Decrease(pool, 1);
+    if (pages > 0) {
+      reserved_bytes.Increase(pool, bytes);
+      mapped_bytes.Increase(bytes);
+      pages_mapped += pages;
+      num_device_alloc += pages;
+    } else if (pages < 0) {
+      reserved_bytes.Decrease(pool, -bytes);
+      mapped_bytes.Decrease(-bytes);
+      pages_unmapped += -pages;
+      num_device_free += -pages;
+    }
+  }
+  // `pages` unmapped from free blocks now lie under a request's block.
+  void NoteRemapped(int64_t pages) { pages_remapped += pages; }
+  // The page pool's totals of handles created and released.
+  void NoteHandles(uint64_t created, uint64_t released) {
+    handles_created = int64_t(created);
+    handles_released = int64_t(released);
+  }
+  // Most bytes ever allocated at once (ResetPeak leaves it).
+  int64_t allocated_high_water() const { return allocated_high_water_; }
+
+ private:
+  int64_t allocated_high_water_ = 0;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_OBS_STATS_BOOK_H_

@@ -1,0 +1,47 @@
+// BestFitPolicy (best_fit_policy.h): growth and reclaim order.
+// Thread-safety: see placement_policy.h.
+#include "allocator/place/best_fit_policy.h"
+
+#include <algorithm>
+
+namespace fragfree {
+
+bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
+  switch (reclaim_first_) {
+    case ReclaimFirst::kAlways:
+      return true;
+    case ReclaimFirst::kNever:
+      return false;
+    case ReclaimFirst::kAuto:
+      break;
+  }
+  // Grow freely up to a little above the most memory the program has ever had
+  // allocated; past that, growing would only add cached (wasted) pages.
+  const double high_water = double(
+      std::max<int64_t>(facts.allocated_high_water,
+                        facts.allocated_bytes + int64_t(facts.block_bytes)));
+  const double mapped_after =
+      double(facts.mapped_bytes) + double(facts.bytes_to_map);
+  return mapped_after > (1.0 + grow_slack_) * high_water;
+}
+
+void BestFitPolicy::ForEachReclaimable(
+    const MetadataVector<std::unique_ptr<Arena>>& arenas,
+    const ReclaimQueue& queue,
+    absl::FunctionRef<bool(Arena*, Block*)> visit) const {
+  // Split remainders first: the longer a hole has gone unused, the less likely
+  // the next requests fit it, and a remainder is no hole yet.
+  bool more = true;
+  for (size_t i = 0; more && i < arenas.size(); ++i) {
+    Arena* arena = arenas[i].get();
+    arena->remainders().ForEachLargestFirst(
+        [&](Block* b) { return more = visit(arena, b); });
+  }
+  for (Block* b = queue.front(); more && b != nullptr;) {
+    Block* const next = ReclaimQueue::next(b);  // b may leave the queue
+    more = visit(b->arena, b);
+    b = next;
+  }
+}
+
+}  // namespace fragfree

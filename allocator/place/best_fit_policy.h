@@ -1,0 +1,44 @@
+// BestFitPolicy: fragfree's placement policy (PlacementPolicy). A request
+// takes the best fit among the stream's arenas, first arena first
+// (Arena::Allocate: mapped-first best fit, Note [Mapped-first placement]).
+// Growth: with reclaim_before_grow auto, a request grows freely up to
+// (1 + grow_slack) x the most memory ever allocated at once, and reclaims
+// cached pages first past that; True always reclaims first, False never.
+// Reclaim order: split remainders first (arena by arena, largest first), then
+// holes, oldest first (Note [Where pages come from]).
+// Thread-safety: see placement_policy.h.
+#ifndef FRAGFREE_ALLOCATOR_PLACE_BEST_FIT_POLICY_H_
+#define FRAGFREE_ALLOCATOR_PLACE_BEST_FIT_POLICY_H_
+
+#include "allocator/place/placement_policy.h"
+
+namespace fragfree {
+
+class BestFitPolicy final : public PlacementPolicy {
+ public:
+  // reclaim_before_grow (Options::reclaim_before_grow).
+  enum class ReclaimFirst { kAuto, kAlways, kNever };
+  BestFitPolicy(ReclaimFirst reclaim_first, double grow_slack)
+      : reclaim_first_(reclaim_first), grow_slack_(grow_slack) {}
+
+  Block* Find(const MetadataVector<Arena*>& arenas, size_t size,
+              size_t requested) const override {
+    for (Arena* arena : arenas) {
+      if (Block* b = arena->Allocate(size, requested)) return b;
+    }
+    return nullptr;
+  }
+  bool ShouldReclaimFirst(const GrowthFacts& facts) const override;
+  void ForEachReclaimable(
+      const MetadataVector<std::unique_ptr<Arena>>& arenas,
+      const ReclaimQueue& queue,
+      absl::FunctionRef<bool(Arena*, Block*)> visit) const override;
+
+ private:
+  const ReclaimFirst reclaim_first_;
+  const double grow_slack_;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_PLACE_BEST_FIT_POLICY_H_

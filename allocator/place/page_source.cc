@@ -1,0 +1,201 @@
+// PageSource (page_source.h): mapping pages under a block, reclaiming whole
+// free pages, and giving back what a failed request took.
+// Thread-safety: see page_source.h.
+#include "allocator/place/page_source.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "allocator/base/units.h"
+
+namespace fragfree {
+
+void PageSource::TraceRuns(TraceAction action, StreamHandle stream,
+                           bool tagged) {
+  for (const auto& [addr, bytes] : runs_) {
+    if (tagged) {
+      p_.trace->RecordTagged(action, addr, bytes, stream);
+    } else {
+      p_.trace->Record(action, addr, bytes, stream);
+    }
+  }
+}
+
+absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
+                                 PageList* out,
+                                 MetadataVector<MovedPage>* moved) {
+  if (scope.capturing || out->size() >= want) return absl::OkStatus();
+  absl::Status status;
+  // Takes pages from `b`; false to stop (enough pages, or an error).
+  auto take = [&](Arena* arena, Block* b) {
+    if (!scope.may_move(arena)) return true;
+    const uint32_t slot = arena->stream_slot();
+    if (!p_.fences->IsComplete(slot, b->free_epoch)) {
+      if (!wait || p_.events->IsCapturing(arena->stream())) return true;
+      status = p_.fences->WaitFor(slot, b->free_epoch);
+      if (!status.ok()) return false;
+    }
+    const size_t got_before = out->size();
+    runs_.clear();
+    moved_indices_.clear();
+    status = arena->UnmapFreePages(
+        b, want - out->size(), out, p_.trace->enabled() ? &runs_ : nullptr,
+        moved != nullptr ? &moved_indices_ : nullptr);
+    NoteMapped(arena, -int64_t(out->size() - got_before));
+    for (size_t k = 0; moved != nullptr && k < moved_indices_.size(); ++k) {
+      moved->push_back({arena, moved_indices_[k], (*out)[got_before + k]});
+    }
+    TraceRuns(TraceAction::kSegmentUnmap, arena->stream(), /*tagged=*/false);
+    return status.ok() && out->size() < want;
+  };
+  p_.policy->ForEachReclaimable(*p_.arenas, *p_.queue, take);
+  return status;
+}
+
+absl::Status PageSource::MapUnder(Block* block, size_t count,
+                                  const Scope& scope, Request* request) {
+  PageList& pages = map_pages_;
+  pages.clear();
+  created_pages_.clear();
+  moved_pages_.clear();
+  PageId page;
+  while (pages.size() < count && p_.pool->TakeIdle(&page)) {
+    pages.push_back(page);
+  }
+  absl::Status status;
+  if (pages.size() < count && !scope.capturing &&
+      p_.policy->ShouldReclaimFirst(GrowthFacts{
+          .allocated_high_water = p_.stats->allocated_high_water(),
+          .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
+          .block_bytes = block->size,
+          .mapped_bytes = p_.stats->mapped_bytes.current,
+          .bytes_to_map = count * p_.page_size})) {
+    status = p_.fences->PollAndFence();
+    // Holes whose last use the GPU has not reached yet are waited for (their
+    // stream's fence): on a GPU running behind the CPU, the holes freed this
+    // step are exactly the ones whose pages the request needs. See Note
+    // [Reclaim before grow].
+    if (status.ok()) {
+      status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
+    }
+  }
+  while (status.ok() && pages.size() < count) {
+    absl::Status created = p_.pool->CreatePage(&page);
+    if (created.ok()) {
+      pages.push_back(page);
+      created_pages_.push_back(page);
+    } else if (absl::IsResourceExhausted(created)) {
+      break;  // the limit or the device is full: reclaim below
+    } else {
+      status = created;
+    }
+  }
+  // Under pressure: PyTorch's release_cached_blocks and retry, counted once
+  // per request (Note [Retries and OOMs] in docs/stats.md).
+  if (status.ok() && pages.size() < count && !scope.capturing) {
+    if (!request->retried) ++p_.stats->num_alloc_retries;
+    request->retried = true;
+    status = p_.fences->PollAndFence();
+    if (status.ok()) {
+      status = Reclaim(count, /*wait=*/false, scope, &pages, &moved_pages_);
+    }
+    if (status.ok() && pages.size() < count) {
+      if (!request->synced) ++p_.stats->num_sync_all_streams;
+      request->synced = true;
+      status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
+    }
+  }
+  if (status.ok() && pages.size() < count) {
+    status = absl::ResourceExhaustedError(absl::StrFormat(
+        "%d more page(s) of %s were needed, and every whole free page has "
+        "been reclaimed%s",
+        count - pages.size(), FormatBytes(p_.page_size),
+        scope.capturing ? " (except during CUDA graph capture, when "
+                          "nothing is unmapped)"
+                        : ""));
+  }
+  runs_.clear();
+  if (status.ok()) {
+    const size_t offered = pages.size();
+    status = block->arena->MapPages(block, pages,
+                                    p_.trace->enabled() ? &runs_ : nullptr);
+    // Pages a failed undo left mapped are the arena's now (still reserved).
+    NoteMapped(block->arena, int64_t(offered - pages.size()));
+  }
+  if (!status.ok()) {
+    GiveBack(pages);
+    return status;
+  }
+  NoteMapped(block->arena, int64_t(count));
+  p_.stats->NoteRemapped(int64_t(moved_pages_.size()));
+  TraceRuns(TraceAction::kSegmentMap, block->arena->stream(), /*tagged=*/true);
+  return absl::OkStatus();
+}
+
+void PageSource::GiveBack(const PageList& pages) {
+  // Which of `pages` are new, moved or idle: looked up by id (MapPages removes
+  // from the list a page its failed undo kept mapped under the block).
+  PageList held(pages.begin(), pages.end());
+  std::sort(held.begin(), held.end());
+  auto is_held = [&](PageId p) {
+    return std::binary_search(held.begin(), held.end(), p);
+  };
+  PageList special;  // new or moved
+  // New pages go back to the device, the last made first (so the pool's ids
+  // are as they were); one the backend refuses to release stays idle.
+  for (size_t i = created_pages_.size(); i-- > 0;) {
+    const PageId p = created_pages_[i];
+    special.push_back(p);
+    if (is_held(p)) p_.pool->ReleasePage(p).IgnoreError();
+  }
+  // Moved pages go back into the free blocks they came from, arena by arena
+  // in index order; one that cannot be mapped there again is released.
+  std::sort(moved_pages_.begin(), moved_pages_.end(),
+            [](const MovedPage& a, const MovedPage& b) {
+              return a.arena != b.arena ? a.arena < b.arena : a.index < b.index;
+            });
+  MetadataVector<std::pair<size_t, PageId>> run;
+  PageList failed;
+  int64_t moved_back = 0;
+  for (size_t i = 0; i < moved_pages_.size();) {
+    Arena* const arena = moved_pages_[i].arena;
+    run.clear();
+    for (; i < moved_pages_.size() && moved_pages_[i].arena == arena; ++i) {
+      special.push_back(moved_pages_[i].page);
+      if (!is_held(moved_pages_[i].page)) continue;
+      run.emplace_back(moved_pages_[i].index, moved_pages_[i].page);
+      ++moved_back;
+    }
+    runs_.clear();
+    const size_t restored = arena->RestorePages(
+        run, &failed, p_.trace->enabled() ? &runs_ : nullptr);
+    NoteMapped(arena, int64_t(restored));
+    TraceRuns(TraceAction::kSegmentMap, arena->stream(), /*tagged=*/false);
+  }
+  // Moved pages a failed undo left under the block were remapped there.
+  p_.stats->NoteRemapped(int64_t(moved_pages_.size()) - moved_back);
+  for (PageId p : failed) p_.pool->ReleasePage(p).IgnoreError();
+  // Idle pages are idle again, in the order they were taken from the pool.
+  std::sort(special.begin(), special.end());
+  for (size_t i = pages.size(); i-- > 0;) {
+    if (!std::binary_search(special.begin(), special.end(), pages[i])) {
+      p_.pool->ReturnIdle(pages[i]);
+    }
+  }
+  created_pages_.clear();
+  moved_pages_.clear();
+}
+
+absl::Status PageSource::UnmapFree(Arena* arena, const Block* block,
+                                   size_t max_pages) {
+  PageList pages;
+  runs_.clear();
+  absl::Status status = arena->UnmapFreePages(
+      block, max_pages, &pages, p_.trace->enabled() ? &runs_ : nullptr);
+  NoteMapped(arena, -int64_t(pages.size()));
+  for (PageId p : pages) p_.pool->ReturnIdle(p);
+  TraceRuns(TraceAction::kSegmentUnmap, arena->stream(), /*tagged=*/false);
+  return status;
+}
+
+}  // namespace fragfree

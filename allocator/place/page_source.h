@@ -1,0 +1,115 @@
+// PageSource: gets the physical pages a placed block lacks and maps them, in
+// the order Note [Where pages come from] gives: idle pages of the pool; whole
+// free pages reclaimed from cached blocks when the placement policy's growth
+// rule says so (waiting for their streams' fences); new pages while the limit
+// allows; then, under pressure, reclaimed pages after polling fences and after
+// waiting for them. A request that fails gives back every page it took (Note
+// [A failed request gives back what it took]): new pages are released, moved
+// ones mapped back where they were, idle ones made idle again.
+// Counting goes to the StatsBook, events to the trace ring. The scratch lists
+// are kept between calls (no allocation per map once warm), on the metadata
+// arena.
+// Thread-safety: guarded by the owning DeviceAllocator's lock.
+#ifndef FRAGFREE_ALLOCATOR_PLACE_PAGE_SOURCE_H_
+#define FRAGFREE_ALLOCATOR_PLACE_PAGE_SOURCE_H_
+
+#include <memory>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "allocator/base/metadata_arena.h"
+#include "allocator/obs/stats_book.h"
+#include "allocator/obs/trace.h"
+#include "allocator/place/placement_policy.h"
+#include "allocator/stream/event_source.h"
+#include "allocator/stream/stream_fences.h"
+#include "allocator/va/arena.h"
+#include "allocator/va/page_pool.h"
+#include "allocator/va/reclaim_queue.h"
+
+namespace fragfree {
+
+// PyTorch's pool of an arena's blocks in statistics (small or large).
+inline int StatPoolOf(ArenaKind kind) {
+  return kind == ArenaKind::kSmall ? kPoolSmall : kPoolLarge;
+}
+
+class PageSource {
+ public:
+  // What the engine lends: all outlive the PageSource.
+  struct Parts {
+    PagePool* pool;
+    StreamFences* fences;
+    EventSource* events;
+    TraceRing* trace;
+    StatsBook* stats;
+    const PlacementPolicy* policy;
+    const MetadataVector<std::unique_ptr<Arena>>* arenas;  // every arena
+    const ReclaimQueue* queue;
+    size_t page_size;
+  };
+  // Where pages may come from now.
+  struct Scope {
+    // During graph capture nothing is unmapped and no event is touched.
+    bool capturing = false;
+    // Whether an arena's free pages may move (a graph pool's stay put while
+    // the pool lives: a graph may replay).
+    absl::FunctionRef<bool(const Arena*)> may_move;
+  };
+  // What one request has done that counts once per request.
+  struct Request {
+    bool retried = false;  // counted in num_alloc_retries
+    bool synced = false;   // counted in num_sync_all_streams
+  };
+  // A page reclaim unmapped from a free block: where it was, so that a failed
+  // request puts it back.
+  struct MovedPage {
+    Arena* arena;
+    size_t index;  // page index in the arena
+    PageId page;
+  };
+
+  explicit PageSource(const Parts& parts) : p_(parts) {}
+  PageSource(const PageSource&) = delete;
+  PageSource& operator=(const PageSource&) = delete;
+
+  // Gets `count` pages for `block` and maps them, setting access on them and
+  // on pages under the block mapped without access (count may be 0 for those
+  // alone). On failure every page it got goes back where it came from.
+  absl::Status MapUnder(Block* block, size_t count, const Scope& scope,
+                        Request* request);
+  // Moves whole free pages whose last use is complete into `out` until it
+  // holds `want`, in the policy's reclaim order; with `wait`, waits for
+  // in-flight work first. `moved` (optional) receives where each came from.
+  absl::Status Reclaim(size_t want, bool wait, const Scope& scope,
+                       PageList* out,
+                       MetadataVector<MovedPage>* moved = nullptr);
+  // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`.
+  void NoteMapped(const Arena* arena, int64_t pages) {
+    p_.stats->NotePages(StatPoolOf(arena->kind()), arena->mapped_pages(), pages,
+                        p_.page_size);
+  }
+  // Unmaps the whole free pages of `block` in `arena` (at most `max_pages`)
+  // back to the pool as idle, tracing the runs unmapped.
+  absl::Status UnmapFree(Arena* arena, const Block* block, size_t max_pages);
+
+ private:
+  // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
+  // pages are released to the device, moved ones mapped back into the free
+  // blocks they came from (released if that fails), idle ones made idle again.
+  void GiveBack(const PageList& pages);
+  void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
+
+  const Parts p_;
+  // MapUnder's scratch: the pages it got, and of them the ones it created and
+  // the ones it moved; the VA runs mapped or unmapped (for the trace).
+  PageList map_pages_;
+  PageList created_pages_;
+  MetadataVector<MovedPage> moved_pages_;
+  MetadataVector<size_t> moved_indices_;
+  VaRuns runs_;
+};
+
+}  // namespace fragfree
+
+#endif  // FRAGFREE_ALLOCATOR_PLACE_PAGE_SOURCE_H_

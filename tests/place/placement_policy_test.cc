@@ -1,0 +1,132 @@
+// Unit tests of BestFitPolicy (allocator/place/best_fit_policy.h) on the
+// simulated backend: the arena search takes the first arena with a fit, the
+// growth rule follows reclaim_before_grow and grow_slack, and the reclaim
+// order visits split remainders before holes and stops when told to.
+#include "allocator/place/best_fit_policy.h"
+
+#include <memory>
+#include <vector>
+
+#include "allocator/phys/simulated_backend.h"
+#include "allocator/va/page_pool.h"
+#include "gtest/gtest.h"
+
+namespace fragfree {
+namespace {
+
+constexpr size_t kPage = 2 << 20;
+using R = BestFitPolicy::ReclaimFirst;
+
+class PlacementTest : public ::testing::Test {
+ protected:
+  Arena* NewArena(size_t pages) {
+    absl::StatusOr<std::unique_ptr<Arena>> a =
+        Arena::Create(&backend_, &pool_, &blocks_, &queue_, pages * kPage,
+                      ArenaKind::kLarge, /*stream_slot=*/0, StreamHandle{});
+    EXPECT_TRUE(a.ok()) << a.status();
+    arenas_.push_back(std::move(*a));
+    return arenas_.back().get();
+  }
+  // Maps the pages `b` lacks.
+  void Map(Block* b) {
+    PageList pages;
+    for (size_t i = b->arena->UnmappedPages(b); i > 0; --i) {
+      PageId p;
+      ASSERT_TRUE(pool_.CreatePage(&p).ok());
+      pages.push_back(p);
+    }
+    ASSERT_TRUE(b->arena->MapPages(b, pages).ok());
+  }
+  void TearDown() override {
+    for (auto& arena : arenas_) {
+      for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
+           b = b->next) {
+        if (!b->is_free()) b = arena->Release(b, 0);
+      }
+      for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
+        PageList pages;
+        ASSERT_TRUE(arena->UnmapFreePages(b, SIZE_MAX, &pages).ok());
+        for (PageId p : pages) pool_.ReturnIdle(p);
+      }
+    }
+    arenas_.clear();
+    ASSERT_TRUE(pool_.ReleaseIdle(0).ok());
+  }
+
+  SimulatedBackend backend_{64 * kPage, kPage};
+  PagePool pool_{&backend_, 64 * kPage};
+  BlockPool blocks_;
+  ReclaimQueue queue_;
+  MetadataVector<std::unique_ptr<Arena>> arenas_;
+};
+
+TEST_F(PlacementTest, FindTakesTheFirstArenaWithAFit) {
+  BestFitPolicy policy(R::kAuto, 0.03);
+  Arena* small = NewArena(2);
+  Arena* big = NewArena(8);
+  MetadataVector<Arena*> list = {small, big};
+  Block* a = policy.Find(list, 3 * kPage, 3 * kPage);  // too big for `small`
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->arena, big);
+  Block* b = policy.Find(list, kPage, 100);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->arena, small);
+  EXPECT_EQ(b->requested, 100u);
+  EXPECT_EQ(policy.Find(list, 16 * kPage, 16 * kPage), nullptr);
+}
+
+TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
+  GrowthFacts facts{.allocated_high_water = 100 * int64_t(kPage),
+                    .allocated_bytes = 50 * int64_t(kPage),
+                    .block_bytes = kPage,
+                    .mapped_bytes = 100 * int64_t(kPage),
+                    .bytes_to_map = kPage};
+  EXPECT_TRUE(BestFitPolicy(R::kAlways, 0.03).ShouldReclaimFirst(facts));
+  EXPECT_FALSE(BestFitPolicy(R::kNever, 0.03).ShouldReclaimFirst(facts));
+  // auto: 101 pages mapped after <= 1.03 x 100 allocated at most: grow.
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+  facts.bytes_to_map = 4 * kPage;  // 104 > 103: reclaim first
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+  // The request itself raises the high-water mark it is measured against.
+  facts.allocated_high_water = 0;
+  facts.allocated_bytes = 100 * int64_t(kPage);
+  facts.block_bytes = 4 * kPage;
+  facts.bytes_to_map = 4 * kPage;
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+}
+
+TEST_F(PlacementTest, ReclaimVisitsRemaindersBeforeHolesAndStops) {
+  BestFitPolicy policy(R::kAuto, 0.03);
+  Arena* arena = NewArena(16);
+  MetadataVector<Arena*> list = {arena};
+  // A hole: a mapped block of 2 pages between live blocks, then freed.
+  Block* left = policy.Find(list, kPage, kPage);
+  Map(left);
+  Block* hole = policy.Find(list, 2 * kPage, 2 * kPage);
+  Map(hole);
+  Block* right = policy.Find(list, kPage, kPage);
+  Map(right);
+  arena->Release(hole, /*free_epoch=*/0, /*free_seq=*/1);
+  // A remainder: 3 mapped pages of a block of which the first half is taken.
+  Block* big = policy.Find(list, 4 * kPage, 4 * kPage);
+  Map(big);
+  arena->Release(big, 0, 2);
+  ASSERT_NE(policy.Find(list, kPage / 2, kPage / 2), nullptr);
+  std::vector<const Block*> order;
+  policy.ForEachReclaimable(arenas_, queue_, [&](Arena* a, Block* b) {
+    EXPECT_EQ(a, arena);
+    order.push_back(b);
+    return true;
+  });
+  ASSERT_GE(order.size(), 2u);
+  EXPECT_EQ(order.front()->free_seq, 0u);  // the remainder
+  int visits = 0;
+  policy.ForEachReclaimable(arenas_, queue_, [&](Arena*, Block*) {
+    ++visits;
+    return false;
+  });
+  EXPECT_EQ(visits, 1);
+}
+
+}  // namespace
+}  // namespace fragfree
