@@ -37,7 +37,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                  std::unique_ptr<EventSource> events)
     : device_(device),
       options_(options),
-      backend_(std::move(backend)),
+      backend_(std::make_unique<TimedBackend>(std::move(backend))),
       events_(std::move(events)),
       rounding_(options.rounding),
       page_size_(backend_->Granularity()),
@@ -231,6 +231,8 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                               StreamHandle stream) {
   if (size == 0) return nullptr;
   MutexLock lock(&mu_);
+  ScopedCallTimer timer(&call_ticks_);
+  ++stats_.alloc_cpu_calls;
   request_sizes_.Note(size);
   if (size > limit_bytes_) {
     return OutOfMemory(size, size, stream, 0,
@@ -619,6 +621,8 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
 absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
+  ScopedCallTimer timer(&call_ticks_);
+  ++stats_.alloc_cpu_calls;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   LiveEntry* it = live_.Find(addr);
   if (it == nullptr) {
@@ -917,6 +921,9 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.handles_released = int64_t(pages_.total_released());
   stats_.fences_recorded = int64_t(fences_.fences_recorded());
   stats_.fence_waits = int64_t(fences_.waits());
+  stats_.fence_wait_ns = CallTicksToNs(fences_.wait_ticks());
+  stats_.alloc_cpu_ns = CallTicksToNs(call_ticks_);
+  backend_->calls().CopyTo(&stats_);
   DeviceMemoryInfo info = backend_->MemoryInfo();
   stats_.device_total_bytes = int64_t(info.total_bytes);
   stats_.device_free_bytes = int64_t(info.free_bytes);

@@ -50,6 +50,7 @@
 #include "allocator/obs/trace.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
+#include "allocator/phys/timed_backend.h"
 #include "allocator/policy/block.h"
 #include "allocator/policy/live_table.h"
 #include "allocator/policy/size_classes.h"
@@ -390,7 +391,8 @@ class DeviceAllocator : public MetadataObject {
   const int device_;
   const Options options_;
   mutable Mutex mu_;
-  std::unique_ptr<PhysicalBackend> backend_;
+  // The backend given to Create, wrapped to count and time its calls.
+  std::unique_ptr<TimedBackend> backend_;
   std::unique_ptr<EventSource> events_;
   const SizeRounding rounding_;
   const size_t page_size_;
@@ -416,6 +418,8 @@ class DeviceAllocator : public MetadataObject {
   LiveTable live_ ABSL_GUARDED_BY(mu_);
   MetadataVector<PendingFree> pending_ ABSL_GUARDED_BY(mu_);
   DeviceStats stats_ ABSL_GUARDED_BY(mu_);
+  // CallTicks inside Malloc and Free (stats' alloc_cpu_ns once converted).
+  uint64_t call_ticks_ ABSL_GUARDED_BY(mu_) = 0;
   OomFacts last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Most bytes ever allocated at once (not reset by ResetPeakStats).
