@@ -18,17 +18,18 @@
 # calls:  step_suite.sh LIB steps -- --workloads gpt2,gpt2+ckpt,llama+ckpt
 #         step_suite.sh LIB hotpath steps -- --workloads fsdp,moe
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 LIB="$(readlink -f "$1")"; shift
 SECTIONS=""
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do SECTIONS="$SECTIONS $1"; shift; done
 [ "${1:-}" = "--" ] && shift
 SECTIONS="${SECTIONS:- hotpath steps}"
-BIN="${STEP_BIN:-$(dirname "$(dirname "$LIB")")/bin}"
 RESULTS="${OUT:-$PWD/gpu-out}"
 W="$(mktemp -d /tmp/fragfree-step.XXXXXX)"
 mkdir -p "$RESULTS"
-export LD_LIBRARY_PATH="$(dirname "$LIB"):$(dirname "$(dirname "$LIB")")/deps:${LD_LIBRARY_PATH:-}"
+BUNDLE="$(dirname "$(dirname "$LIB")")"
+export LD_LIBRARY_PATH="$(dirname "$LIB"):$BUNDLE/deps:${LD_LIBRARY_PATH:-}"
+BIN="${STEP_BIN:-$BUNDLE/bin}"
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-/tmp/fragfree_torch_ext}"
 export FRAGFREE_LIBRARY="$LIB"
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
