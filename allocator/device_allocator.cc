@@ -51,7 +51,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                  std::unique_ptr<EventSource> events)
     : device_(device),
       options_(options),
-      backend_(std::move(backend)),
+      backend_(std::make_unique<TimedBackend>(std::move(backend))),
       events_(std::move(events)),
       rounding_(options.rounding),
       page_size_(backend_->Granularity()),
@@ -209,6 +209,8 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                               StreamHandle stream) {
   if (size == 0) return nullptr;
   MutexLock lock(&mu_);
+  ScopedCallTimer timer(&call_ticks_);
+  ++stats_.alloc_cpu_calls;
   request_sizes_.Note(size);
   if (size > limit_bytes_) {
     return OutOfMemory(size, size, stream, 0,
@@ -312,6 +314,8 @@ void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
 absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
+  ScopedCallTimer timer(&call_ticks_);
+  ++stats_.alloc_cpu_calls;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   LiveEntry* it = live_.Find(addr);
   if (it == nullptr) {
@@ -329,6 +333,7 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   // Releasing reads the block (coalescing); start that miss now, under the
   // bookkeeping below. A cached block is only written.
   __builtin_prefetch(block, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(block) + 64, 1);
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
   MetadataVector<EventId> events;

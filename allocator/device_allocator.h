@@ -50,6 +50,7 @@
 #include "allocator/obs/trace.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
+#include "allocator/phys/timed_backend.h"
 #include "allocator/place/page_source.h"
 #include "allocator/place/placement_policy.h"
 #include "allocator/policy/block.h"
@@ -381,7 +382,8 @@ class DeviceAllocator : public MetadataObject {
   const int device_;
   const Options options_;
   mutable Mutex mu_;
-  std::unique_ptr<PhysicalBackend> backend_;
+  // The backend given to Create, wrapped to count and time its calls.
+  std::unique_ptr<TimedBackend> backend_;
   std::unique_ptr<EventSource> events_;
   const SizeRounding rounding_;
   const size_t page_size_;
@@ -396,6 +398,8 @@ class DeviceAllocator : public MetadataObject {
   MetadataVector<std::unique_ptr<Arena>> arenas_ ABSL_GUARDED_BY(mu_);
   LiveTable live_ ABSL_GUARDED_BY(mu_);
   StatsBook stats_ ABSL_GUARDED_BY(mu_);
+  // CallTicks inside Malloc and Free (stats' alloc_cpu_ns once converted).
+  uint64_t call_ticks_ ABSL_GUARDED_BY(mu_) = 0;
   OomFacts last_oom_ ABSL_GUARDED_BY(mu_);  // (on the heap: made on OOM only)
   uint64_t alloc_seq_ ABSL_GUARDED_BY(mu_) = 0;
   MetadataVector<std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);

@@ -103,6 +103,9 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.NoteHandles(pages_.total_created(), pages_.total_released());
   stats_.fences_recorded = int64_t(order_.fences().fences_recorded());
   stats_.fence_waits = int64_t(order_.fences().waits());
+  stats_.fence_wait_ns = CallTicksToNs(order_.fences().wait_ticks());
+  stats_.alloc_cpu_ns = CallTicksToNs(call_ticks_);
+  backend_->calls().CopyTo(&stats_);
   DeviceMemoryInfo info = backend_->MemoryInfo();
   stats_.device_total_bytes = int64_t(info.total_bytes);
   stats_.device_free_bytes = int64_t(info.free_bytes);

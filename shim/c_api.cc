@@ -74,13 +74,14 @@ DeviceAllocator* OwnerOf(const void* ptr, Owned owned = Owned::kAllocation) {
 int OneDevice(int device) { return device < 0 ? 0 : device; }
 
 // ff_stats_t's layout, pinned: version 1's fields, then what version 2
-// appended (sleep and wake), then version 3's kept_backup_bytes. The struct is
+// appended (sleep and wake), then version 3's kept_backup_bytes, then version
+// 4's timing counters (FF_TIMING_FIELDS). The struct is
 // generated from the field lists (allocator/obs/stat_fields.h), so a field
 // added to any list but the very end moves every field after it, and an old
 // caller would read the wrong numbers. If one of these fails, the ABI changed:
 // append the new field at the end instead, or bump FF_STATS_VERSION and give
 // the new layout its own checks.
-static_assert(FF_STATS_VERSION == 3, "ff_stats_t changed: pin its new layout");
+static_assert(FF_STATS_VERSION == 4, "ff_stats_t changed: pin its new layout");
 static_assert(sizeof(ff_stat_t) == 32);
 static_assert(offsetof(ff_stats_t, size) == 0);
 static_assert(offsetof(ff_stats_t, version) == 4);
@@ -131,14 +132,27 @@ static_assert(offsetof(ff_stats_t, version) == 4);
   X(num_pauses, 1240)             \
   X(num_resumes, 1248)            \
   X(num_resume_failures, 1256)    \
-  X(kept_backup_bytes, 1264)
+  X(kept_backup_bytes, 1264)      \
+  X(alloc_cpu_ns, 1272)           \
+  X(alloc_cpu_calls, 1280)        \
+  X(create_calls, 1288)           \
+  X(create_ns, 1296)              \
+  X(release_calls, 1304)          \
+  X(release_ns, 1312)             \
+  X(map_calls, 1320)              \
+  X(map_ns, 1328)                 \
+  X(unmap_calls, 1336)            \
+  X(unmap_ns, 1344)               \
+  X(set_access_calls, 1352)       \
+  X(set_access_ns, 1360)          \
+  X(fence_wait_ns, 1368)
 #define FF_PIN_OFFSET(name, offset)                   \
   static_assert(offsetof(ff_stats_t, name) == offset, \
                 "ff_stats_t." #name " moved: an ABI change");
 FF_STATS_V1_OFFSETS(FF_PIN_OFFSET)
 #undef FF_PIN_OFFSET
 #undef FF_STATS_V1_OFFSETS
-static_assert(sizeof(ff_stats_t) == 1272,
+static_assert(sizeof(ff_stats_t) == 1376,
               "ff_stats_t grew: a new layout needs a new FF_STATS_VERSION");
 // Every field of the lists is pinned above: the count of fields must match.
 #define FF_COUNT(name) +1
@@ -146,7 +160,8 @@ static_assert(0 FF_STAT_ARRAY_FIELDS(FF_COUNT) == 9 &&
                   0 FF_STAT_FIELDS(FF_COUNT) == 4 &&
                   0 FF_COUNTER_FIELDS(FF_COUNT) == 16 &&
                   0 FF_GAUGE_FIELDS(FF_COUNT) == 8 &&
-                  0 FF_SLEEP_FIELDS(FF_COUNT) == 7,
+                  0 FF_SLEEP_FIELDS(FF_COUNT) == 7 &&
+                  0 FF_TIMING_FIELDS(FF_COUNT) == 13,
               "a stat field was added or removed: pin ff_stats_t's layout");
 #undef FF_COUNT
 
@@ -280,6 +295,7 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
   FF_COUNTER_FIELDS(FF_COPY_COUNTER)
   FF_GAUGE_FIELDS(FF_COPY_COUNTER)
   FF_SLEEP_FIELDS(FF_COPY_COUNTER)
+  FF_TIMING_FIELDS(FF_COPY_COUNTER)
 #undef FF_COPY_COUNTER
   fragfree::Fragmentation f = fragfree::ComputeFragmentation(s);
   out->u_alloc = f.u_alloc;

@@ -229,8 +229,7 @@ Options Runtime::options() const {
   return options_;
 }
 
-ff_status_t Runtime::Report(const absl::Status& status) {
-  if (status.ok()) return FF_OK;
+ff_status_t Runtime::ReportError(const absl::Status& status) {
   ff_status_t code = CodeOf(status);
   last_error = std::string(status.message());
   ff_error_handler_t handler = handler_.load();

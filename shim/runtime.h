@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -43,13 +44,16 @@ class Runtime : public MetadataObject {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Turns a status into a C code: records it as the thread's last error and
-  // calls the handler. OK stays FF_OK.
-  ff_status_t Report(const absl::Status& status);
+  // calls the handler. OK stays FF_OK (inline: every ff_free reports).
+  ff_status_t Report(const absl::Status& status) {
+    return ABSL_PREDICT_TRUE(status.ok()) ? FF_OK : ReportError(status);
+  }
   void SetErrorHandler(ff_error_handler_t handler, void* arg);
   static const char* LastError();
 
  private:
   Runtime() = default;
+  ff_status_t ReportError(const absl::Status& status);
   absl::Status EnsureOptionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

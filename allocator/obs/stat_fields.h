@@ -66,4 +66,25 @@
   X(num_resume_failures)   \
   X(kept_backup_bytes)
 
+/* Where the time goes (docs/stats.md): counters that only grow, never reset.
+ * Nanoseconds of CPU time inside the engine's Malloc and Free (and how many
+ * such calls), then per kind of backend call (cuMemCreate, cuMemRelease,
+ * cuMemMap, cuMemUnmap, cuMemSetAccess on CUDA) the calls and the time in
+ * them, then the time spent waiting for fences. Appended last in ff_stats_t
+ * (version 4). */
+#define FF_TIMING_FIELDS(X) \
+  X(alloc_cpu_ns)           \
+  X(alloc_cpu_calls)        \
+  X(create_calls)           \
+  X(create_ns)              \
+  X(release_calls)          \
+  X(release_ns)             \
+  X(map_calls)              \
+  X(map_ns)                 \
+  X(unmap_calls)            \
+  X(unmap_ns)               \
+  X(set_access_calls)       \
+  X(set_access_ns)          \
+  X(fence_wait_ns)
+
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -113,6 +113,7 @@ std::string StatsToJson(const DeviceStats& s) {
   FF_COUNTER_FIELDS(FF_JSON_COUNTER)
   FF_GAUGE_FIELDS(FF_JSON_COUNTER)
   FF_SLEEP_FIELDS(FF_JSON_COUNTER)
+  FF_TIMING_FIELDS(FF_JSON_COUNTER)
 #undef FF_JSON_COUNTER
   Fragmentation f = ComputeFragmentation(s);
   absl::StrAppendFormat(&out,

@@ -32,12 +32,6 @@ const char* TraceActionName(TraceAction action) {
   return "unknown";
 }
 
-uint64_t TraceTicksSlow() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
-}
-
 bool TraceTscUsable() {
 #if defined(__x86_64__)
   static const bool usable = [] {

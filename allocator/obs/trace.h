@@ -20,13 +20,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "allocator/base/call_clock.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
 #include "allocator/obs/trace_context.h"
-
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace fragfree {
 
@@ -41,18 +38,16 @@ enum class TraceAction : uint8_t {
 const char* TraceActionName(TraceAction action);
 
 // The trace clock, in ticks that increase at a constant rate: with `tsc` the
-// x86-64 TSC (TraceTscUsable), else the AArch64 virtual counter or
-// CLOCK_MONOTONIC nanoseconds.
-uint64_t TraceTicksSlow();
+// x86-64 TSC (TraceTscUsable), else CLOCK_MONOTONIC nanoseconds; elsewhere
+// CallTicks (base/call_clock.h: the AArch64 virtual counter, or nanoseconds).
 inline uint64_t TraceTicks(bool tsc) {
 #if defined(__x86_64__)
-  if (__builtin_expect(tsc, 1)) return __rdtsc();
-#elif defined(__aarch64__)
-  uint64_t v;
-  asm volatile("mrs %0, cntvct_el0" : "=r"(v));
-  return v;
+  if (__builtin_expect(tsc, 1)) return CallTicks();
+  return CallTicksSlow();
+#else
+  (void)tsc;
+  return CallTicks();
 #endif
-  return TraceTicksSlow();
 }
 // Whether the TSC runs at a constant rate, in step on every core: the CPU says
 // it is invariant, or the kernel keeps time with it. Decided once.

@@ -72,7 +72,12 @@ absl::Status StreamFences::WaitFor(uint32_t slot, uint64_t epoch) {
   while (s.completed < epoch) {
     const Fence f = s.in_flight.front();
     ++waits_;
-    if (absl::Status st = events_->Synchronize(f.event); !st.ok()) return st;
+    absl::Status st;
+    {
+      ScopedCallTimer timer(&wait_ticks_);
+      st = events_->Synchronize(f.event);
+    }
+    if (!st.ok()) return st;
     s.completed = f.epoch;
     events_->Release(f.event);
     s.in_flight.pop_front();

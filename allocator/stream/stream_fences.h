@@ -10,6 +10,7 @@
 #ifndef FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_
 #define FRAGFREE_ALLOCATOR_STREAM_STREAM_FENCES_H_
 
+#include "allocator/base/call_clock.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/stream/event_source.h"
 
@@ -50,6 +51,8 @@ class StreamFences {
 
   uint64_t fences_recorded() const { return fences_recorded_; }
   uint64_t waits() const { return waits_; }
+  // CallTicks spent blocked in those waits (CallTicksToNs converts).
+  uint64_t wait_ticks() const { return wait_ticks_; }
   EventSource* events() const { return events_; }
 
  private:
@@ -72,6 +75,7 @@ class StreamFences {
   MetadataVector<PerStream> streams_;
   uint64_t fences_recorded_ = 0;
   uint64_t waits_ = 0;
+  uint64_t wait_ticks_ = 0;
 };
 
 }  // namespace fragfree

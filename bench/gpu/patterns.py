@@ -17,7 +17,7 @@ Patterns:
             brought back each step.
   pipeline  1F1B schedule: 8 microbatches, activations of up to 4 alive at once.
 """
-import argparse, gzip, json, os, random, time
+import argparse, gzip, json, os, random, sys, time
 
 import torch
 
@@ -28,6 +28,7 @@ p.add_argument("--steps", type=int, default=6)
 args = p.parse_args()
 os.makedirs(args.out, exist_ok=True)
 dev = torch.device("cuda")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def dump(name):
@@ -43,33 +44,12 @@ def dump(name):
 
 
 def fsdp(steps):
-    layers, width, batch = 24, 4096, 64
-    shards = [torch.randn(width * width // 8, device=dev) for _ in range(layers)]
-    side = torch.cuda.Stream()
-    rng = random.Random(0)
+    from workloads import FsdpWorkload
+    wl = FsdpWorkload(dev)
     for _ in range(steps):
-        x = torch.randn(batch * rng.randint(4, 16), width, device=dev)
-        full = [None] * layers
-        def gather(i):
-            with torch.cuda.stream(side):
-                w = torch.empty(width * width, device=dev)
-                w.copy_(shards[i].repeat(8))
-                full[i] = w
-        gather(0)
-        acts = []
-        for i in range(layers):
-            torch.cuda.current_stream().wait_stream(side)
-            w = full[i]
-            w.record_stream(torch.cuda.current_stream())
-            if i + 1 < layers:
-                gather(i + 1)
-            x = torch.relu(x @ w.view(width, width))
-            acts.append(x)
-            full[i] = None
-            del w
-        loss = sum(a.float().mean() for a in acts)
-        del acts, x, loss
+        wl.step()
     torch.cuda.synchronize()
+    wl.close()
 
 
 def generate(steps):

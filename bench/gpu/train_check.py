@@ -19,7 +19,6 @@ import argparse
 import gc
 import json
 import os
-import random
 import sys
 import time
 
@@ -83,23 +82,11 @@ gc.collect()
 baseline = live_bytes()
 free_base, _ = torch.cuda.mem_get_info()
 
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workloads import LmWorkload  # noqa: E402
 
-if args.model == "gpt2":
-    cfg = AutoConfig.for_model("gpt2", n_layer=12, n_embd=768, n_head=12, n_positions=2048,
-                               vocab_size=50257)
-else:
-    cfg = AutoConfig.for_model("llama", hidden_size=1024, intermediate_size=2816,
-                               num_hidden_layers=12, num_attention_heads=16,
-                               num_key_value_heads=16, vocab_size=32000,
-                               max_position_embeddings=4096)
-torch.manual_seed(args.seed)
-model = AutoModelForCausalLM.from_config(cfg).to(dev)
-if args.ckpt:
-    model.gradient_checkpointing_enable()
-model.train()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-rng = random.Random(args.seed)
+wl = LmWorkload(dev, args.model, ckpt=args.ckpt, batch=args.batch, seq_min=args.seq_min,
+                seq_max=args.seq_max, seed=args.seed)
 peak_used = 0
 times, losses = [], []
 
@@ -109,23 +96,18 @@ def used():
     return free_base - f
 
 
+def probe():
+    global peak_used
+    peak_used = max(peak_used, used())
+
+
+wl.probe = probe
 for step in range(args.steps):
-    L = rng.randint(args.seq_min, args.seq_max)
-    x = torch.randint(0, cfg.vocab_size, (args.batch, L), device=dev)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        out = model(input_ids=x, labels=x)
-    peak_used = max(peak_used, used())
-    out.loss.backward()
-    peak_used = max(peak_used, used())
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
+    losses.append(wl.step())  # synchronises
     times.append(time.perf_counter() - t0)
-    losses.append(out.loss.item())
-    peak_used = max(peak_used, used())
-    del out, x
+    probe()
 
 res = dict(label=args.label or args.mode, mode=args.mode, model=args.model, ckpt=args.ckpt,
            batch=args.batch, steps=len(times), peak_used_gib=round(peak_used / 2**30, 3))
@@ -150,7 +132,8 @@ if args.snapshot:
         torch.cuda.memory._dump_snapshot(args.snapshot)
     res["snapshot"] = args.snapshot
 
-del model, opt
+wl.close()
+del wl
 gc.collect()
 torch.cuda.empty_cache()
 res["live_before"] = baseline

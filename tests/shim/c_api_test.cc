@@ -68,6 +68,29 @@ TEST_F(CApiTest, AllocFreeAndStats) {
   EXPECT_TRUE(captured_.errors.empty());
 }
 
+// The timing counters (docs/stats.md, "Where the time goes") count what was
+// done: the engine calls, and one map call per page mapped.
+TEST_F(CApiTest, TimingCountersCountCalls) {
+  ff_stats_t before;
+  before.size = sizeof(before);
+  ASSERT_EQ(ff_get_stats(0, &before), FF_OK);
+  ASSERT_EQ(ff_empty_cache(0), FF_OK);
+  void* p = ff_malloc(3 << 16, 0, nullptr);  // three 64 KiB pages
+  ASSERT_NE(p, nullptr) << ff_last_error();
+  EXPECT_EQ(ff_free(p, 0), FF_OK);
+  ff_stats_t after;
+  after.size = sizeof(after);
+  ASSERT_EQ(ff_get_stats(0, &after), FF_OK);
+  EXPECT_EQ(after.alloc_cpu_calls - before.alloc_cpu_calls, 2);
+  EXPECT_GT(after.alloc_cpu_ns, before.alloc_cpu_ns);
+  EXPECT_EQ(after.map_calls - before.map_calls,
+            after.pages_mapped - before.pages_mapped);
+  EXPECT_GE(after.map_calls - before.map_calls, 3);
+  EXPECT_GE(after.set_access_calls - before.set_access_calls, 1);
+  EXPECT_GE(after.map_ns, before.map_ns);
+  EXPECT_GE(after.create_calls, after.handles_created);
+}
+
 TEST_F(CApiTest, SizeZeroIsNullWithoutError) {
   EXPECT_EQ(ff_malloc(0, 0, nullptr), nullptr);
   EXPECT_EQ(ff_free(nullptr, 0), FF_OK);

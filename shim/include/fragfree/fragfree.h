@@ -79,9 +79,11 @@ typedef struct ff_stats_t {
   /* version 2: sleep and wake (docs/sleep.md); version 3 appended
    * kept_backup_bytes */
   FF_SLEEP_FIELDS(FF_C_COUNTER)
+  /* version 4: where the time goes (docs/stats.md) */
+  FF_TIMING_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;
-#define FF_STATS_VERSION 3
+#define FF_STATS_VERSION 4
 
 /* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
  * first call of any function initialises from FRAGFREE_CONF. An error once

@@ -1,0 +1,307 @@
+"""Step time under each allocator, alternated over rounds so that the drift of a
+shared GPU machine falls on every allocator alike (issue 19, item 1).
+
+  python3 bench/gpu/step_time.py --lib path/to/libfragfree.so --out DIR
+      [--workloads gpt2,gpt2+ckpt,llama+ckpt,fsdp,moe]
+      [--modes torch,expandable,ff-native,ff-pluggable,ff-preload]
+      [--rounds 3] [--warmup 5] [--steps 20] [--budget-s 530]
+      [--device cpu]   (the plumbing on a CPU: tiny workloads, no allocator swap)
+
+Workloads (bench/gpu/workloads.py, seeded: every allocator sees the same
+requests): gpt2, gpt2+ckpt, llama, llama+ckpt (HF models built from config,
+variable sequence length), fsdp (two streams: the next layer's weights gathered
+on a side stream), moe (6 layers x 16 experts, a new token count per expert
+every step, 4k..32k tokens a step).
+
+Modes: torch (PyTorch's default caching allocator), expandable
+(expandable_segments:True), ff-native (fragfree.enable(mode="native")),
+ff-pluggable (fragfree.enable(mode="pluggable")), ff-preload
+(LD_PRELOAD=libfragfree.so).
+
+Every (workload, mode, round) is its own process. Rounds are the outer loop;
+within a round each workload runs under every mode back to back, the modes'
+order rotated by one each round. A run: --warmup steps, then --steps timed
+steps (each ends with a synchronise); fragfree's stats are read before and
+after the timed steps, so the per-step figures (CPU time inside fragfree's
+Malloc and Free, backend calls and their time, pages remapped, fence waits)
+cover exactly the timed steps (docs/stats.md, "Where the time goes").
+
+Reported per workload and mode: the median step time (the median of the
+rounds' medians), its ratio to torch (median of the rounds' ratios) with the
+spread (min-max of the per-round ratios), the allocator's peak reserved and
+allocated memory, and the per-step fragfree figures. --budget-s: a round is
+started only if it is expected to finish within that many seconds of the
+start (the first always runs), so one GPU call of 10 minutes gives as many
+whole rounds as fit; --workloads/--modes split the matrix over several calls.
+
+Writes DIR/step_time.json (every run, and the summary rows) and
+DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+MODES = ("torch", "expandable", "ff-native", "ff-pluggable", "ff-preload")
+# fragfree's counters read before and after the timed steps (docs/stats.md).
+FF_COUNTERS = ("alloc_cpu_ns", "alloc_cpu_calls", "map_calls", "map_ns", "unmap_calls",
+               "unmap_ns", "set_access_calls", "set_access_ns", "create_calls", "create_ns",
+               "release_calls", "release_ns", "pages_mapped", "pages_unmapped",
+               "pages_remapped", "fence_waits", "fence_wait_ns", "fences_recorded",
+               "num_alloc_retries")
+
+
+def child(args):
+    """One run: prints "RESULT {json}"."""
+    mode, cpu = args.child_mode, args.device == "cpu"
+    ff = None
+    if mode.startswith("ff-"):
+        sys.path.insert(0, os.path.join(REPO, "integrations", "python"))
+        import fragfree as ff
+        if mode in ("ff-native", "ff-pluggable") and not cpu:
+            ff.enable(mode[3:])
+    import torch
+    sys.path.insert(0, HERE)
+    import workloads
+    dev = torch.device(args.device)
+    if not cpu:
+        torch.cuda.init()
+        # cuBLAS's workspace (kept for the process's life) is made now.
+        w = torch.randn(256, 256, device=dev, requires_grad=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            (w @ w).sum().backward()
+        del w
+        torch.cuda.synchronize()
+
+    def ff_stats():
+        if ff is None:
+            return None
+        return ff.stats(0)
+
+    t_setup = time.perf_counter()
+    wl = workloads.make(args.child_workload, dev, seed=args.seed, tiny=cpu)
+    for _ in range(args.warmup):
+        wl.step()
+    before = ff_stats()
+    times, losses = [], []
+    for _ in range(args.steps):
+        if not cpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        losses.append(wl.step())  # synchronises (reads the loss)
+        times.append(time.perf_counter() - t0)
+    after = ff_stats()
+    res = dict(workload=args.child_workload, mode=mode, steps=len(times),
+               step_ms=[round(1000 * t, 3) for t in times],
+               step_ms_median=round(1000 * statistics.median(times), 3),
+               setup_s=round(time.perf_counter() - t_setup, 2),
+               losses=[round(v, 4) for v in losses[-3:]])
+    if ff is not None and after is not None:
+        per_step = {k: (after.get(k, 0) - before.get(k, 0)) / max(1, len(times))
+                    for k in FF_COUNTERS}
+        res["ff_per_step"] = {k: round(v, 2) for k, v in per_step.items()}
+        res["peak_reserved"] = after["reserved_bytes.all.peak"]
+        res["peak_allocated"] = after["allocated_bytes.all.peak"]
+    elif not cpu:
+        res["peak_reserved"] = torch.cuda.max_memory_reserved()
+        res["peak_allocated"] = torch.cuda.max_memory_allocated()
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def run_env(mode, lib, device):
+    env = dict(os.environ)
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD"):
+        env.pop(k, None)
+    if lib:
+        env["FRAGFREE_LIBRARY"] = lib
+    if mode == "expandable" and device != "cpu":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if mode == "ff-preload" and device != "cpu":
+        env["LD_PRELOAD"] = lib
+    return env
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def summarise(results, workloads, modes):
+    """Rows per workload and mode: medians over the rounds and the per-round
+    ratios to torch (a round's ratio: the mode's median / torch's median)."""
+    rows = []
+    for wl in workloads:
+        base = {r["round"]: r["step_ms_median"] for r in results
+                if r["workload"] == wl and r["mode"] == "torch" and not r.get("failed")}
+        for mode in modes:
+            mine = [r for r in results if r["workload"] == wl and r["mode"] == mode]
+            ok = [r for r in mine if not r.get("failed")]
+            row = dict(workload=wl, mode=mode, runs=len(ok), failed=len(mine) - len(ok))
+            if ok:
+                ms = [r["step_ms_median"] for r in ok]
+                row["step_ms"] = round(median(ms), 3)
+                row["step_ms_range"] = [min(ms), max(ms)]
+                ratios = [r["step_ms_median"] / base[r["round"]] for r in ok if r["round"] in base]
+                if ratios:
+                    row["ratio"] = round(median(ratios), 4)
+                    row["ratio_range"] = [round(min(ratios), 4), round(max(ratios), 4)]
+                peaks = [r["peak_reserved"] for r in ok if "peak_reserved" in r]
+                if peaks:
+                    row["peak_reserved_gib"] = round(max(peaks) / 2**30, 3)
+                    row["peak_allocated_gib"] = round(
+                        max(r["peak_allocated"] for r in ok if "peak_allocated" in r) / 2**30, 3)
+                ff = [r["ff_per_step"] for r in ok if "ff_per_step" in r]
+                if ff:
+                    row["ff_per_step"] = {k: round(median([f[k] for f in ff]), 2)
+                                          for k in FF_COUNTERS}
+            rows.append(row)
+    return rows
+
+
+def table(rows, rounds):
+    head = ("| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch "
+            "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
+            "(calls) | map / set-access / unmap calls per step | create / release per step "
+            "| pages remapped per step | backend ms/step | fence waits/step (ms) |")
+    out = [f"Step time, {rounds} round(s) alternated; each run its own process.", "",
+           head, "|" + "---|" * 11]
+    for r in rows:
+        if not r["runs"]:
+            out.append(f"| {r['workload']} | {r['mode']} | FAILED ({r['failed']}) |" + " |" * 8)
+            continue
+        lo, hi = r["step_ms_range"]
+        cells = [r["workload"], r["mode"], f"{r['step_ms']:.2f} [{lo:.1f}–{hi:.1f}]"]
+        if "ratio" in r:
+            cells.append(f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]")
+        else:
+            cells.append("")
+        cells.append(f"{r['peak_reserved_gib']} / {r['peak_allocated_gib']}"
+                     if "peak_reserved_gib" in r else "")
+        f = r.get("ff_per_step")
+        if f:
+            backend_ns = sum(f[k] for k in ("map_ns", "unmap_ns", "set_access_ns", "create_ns",
+                                            "release_ns"))
+            cells += [f"{f['alloc_cpu_ns'] / 1e3:.0f} ({f['alloc_cpu_calls']:.0f})",
+                      f"{f['map_calls']:.1f} / {f['set_access_calls']:.1f} / "
+                      f"{f['unmap_calls']:.1f}",
+                      f"{f['create_calls']:.1f} / {f['release_calls']:.1f}",
+                      f"{f['pages_remapped']:.1f}", f"{backend_ns / 1e6:.2f}",
+                      f"{f['fence_waits']:.1f} ({f['fence_wait_ns'] / 1e6:.2f})"]
+        else:
+            cells += [""] * 6
+        if r["failed"]:
+            cells[2] += f" ({r['failed']} failed)"
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def warm_native_adapter(lib, device, logdir):
+    """fragfree's native adapter compiles on first use (~30-40 s): once here,
+    into TORCH_EXTENSIONS_DIR, so that no timed run pays for it."""
+    t0 = time.time()
+    code = ("import sys; sys.path.insert(0, %r); import fragfree as ff; ff.enable('native'); "
+            "import torch; torch.empty(1, device='cuda'); print('adapter ready')"
+            % os.path.join(REPO, "integrations", "python"))
+    r = subprocess.run([sys.executable, "-c", code], env=run_env("ff-native", lib, device),
+                       capture_output=True, text=True, timeout=240)
+    with open(os.path.join(logdir, "warm_native_adapter.log"), "w") as f:
+        f.write(r.stdout + "\n--- stderr ---\n" + r.stderr)
+    print(f"native adapter: rc={r.returncode} ({time.time() - t0:.0f} s)", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--lib", default="")
+    p.add_argument("--out", default="")
+    p.add_argument("--workloads", default="gpt2,gpt2+ckpt,llama+ckpt,fsdp,moe")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-s", type=float, default=530)
+    p.add_argument("--timeout", type=float, default=180, help="seconds per run")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--child-workload", default="")
+    p.add_argument("--child-mode", default="")
+    args = p.parse_args()
+    if args.child_workload:
+        child(args)
+        return
+    if not args.out:
+        p.error("--out is required")
+    lib = os.path.abspath(args.lib) if args.lib else ""
+    workloads = args.workloads.split(",")
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            p.error(f"unknown mode {m!r} (one of {', '.join(MODES)})")
+        if m.startswith("ff-") and not lib:
+            p.error(f"mode {m} needs --lib")
+    logdir = os.path.join(args.out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", "/tmp/fragfree_torch_ext")
+    start = time.time()
+    if "ff-native" in modes and args.device != "cpu":
+        warm_native_adapter(lib, args.device, logdir)
+    results, round_s = [], []
+    for rnd in range(args.rounds):
+        elapsed = time.time() - start
+        if rnd > 0 and elapsed + max(round_s) > args.budget_s:
+            print(f"budget: {elapsed:.0f} s spent, a round takes ~{max(round_s):.0f} s: "
+                  f"stopping after {rnd} round(s) of {args.rounds}", flush=True)
+            break
+        t_round = time.time()
+        order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
+        for wl in workloads:
+            for mode in order:
+                name = f"{wl}-{mode}-r{rnd}"
+                cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
+                       "--child-mode", mode, "--device", args.device, "--warmup",
+                       str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+                t0 = time.time()
+                try:
+                    r = subprocess.run(cmd, env=run_env(mode, lib, args.device),
+                                       capture_output=True, text=True, timeout=args.timeout)
+                    stdout, stderr, rc = r.stdout, r.stderr, r.returncode
+                except subprocess.TimeoutExpired as e:
+                    stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                    stderr = (e.stderr.decode() if isinstance(e.stderr, bytes)
+                              else (e.stderr or "")) + "\nTIMEOUT"
+                    rc = "timeout"
+                with open(os.path.join(logdir, name + ".log"), "w") as f:
+                    f.write(stdout + "\n--- stderr ---\n" + stderr)
+                lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+                if rc != 0 or not lines:
+                    last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+                    print(f"[{time.time() - start:5.0f} s] {name}: FAILED rc={rc} {last}",
+                          flush=True)
+                    results.append(dict(workload=wl, mode=mode, round=rnd, failed=True))
+                    continue
+                res = json.loads(lines[-1][7:])
+                res["round"], res["wall_s"] = rnd, round(time.time() - t0, 1)
+                results.append(res)
+                extra = ""
+                if "ff_per_step" in res:
+                    f = res["ff_per_step"]
+                    extra = (f", fragfree {f['alloc_cpu_ns'] / 1e3:.0f} µs/step, "
+                             f"{f['map_calls']:.1f} maps/step")
+                print(f"[{time.time() - start:5.0f} s] {name}: {res['step_ms_median']:.2f} ms"
+                      f"{extra} ({res['wall_s']} s)", flush=True)
+        round_s.append(time.time() - t_round)
+    done = len(round_s)
+    rows = summarise(results, workloads, modes)
+    with open(os.path.join(args.out, "step_time.json"), "w") as f:
+        json.dump(dict(rounds=done, args=vars(args), rows=rows, runs=results), f, indent=1)
+    text = table(rows, done)
+    with open(os.path.join(args.out, "step_time.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
