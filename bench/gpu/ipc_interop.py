@@ -93,8 +93,9 @@ def spawn_child(torch, child_setup, lib):
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     saved = dict(os.environ)
+    env = child_env(child_setup, lib)  # read before os.environ is cleared
     os.environ.clear()
-    os.environ.update(child_env(child_setup, lib))
+    os.environ.update(env)
     try:
         q_in, q_out = ctx.Queue(), ctx.Queue()
         p = ctx.Process(target=consumer, args=(child_setup, q_in, q_out))

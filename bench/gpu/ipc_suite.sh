@@ -18,6 +18,13 @@ iters=${ITERATIONS:-300}
 arch=${CUDA_ARCH:-sm_90}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 summary=()
+# Children find the package (also under LD_PRELOAD: the bootstrap looks on
+# PYTHONPATH) and share one compiled native adapter, built once here.
+export PYTHONPATH="$here/../../integrations/python${PYTHONPATH:+:$PYTHONPATH}"
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$out/torch_extensions}
+export FRAGFREE_LIBRARY="$lib"
+"$py" -c 'import fragfree, torch; fragfree.enable(mode="native"); torch.empty(1, device="cuda")' \
+  >"$out/adapter.log" 2>&1 || echo "== native adapter did not load: $out/adapter.log"
 
 # step NAME COMMAND...: runs it with its output in $out/NAME.log.
 step() {
