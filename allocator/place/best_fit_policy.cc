@@ -16,13 +16,15 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
       break;
   }
   // Grow freely up to a little above the most memory the program has ever had
-  // allocated; past that, growing would only add cached (wasted) pages.
+  // allocated; past that, growing would only add cached (wasted) pages, unless
+  // the program keeps moving pages (Note [Churn-adaptive slack]).
   const double high_water = double(
       std::max<int64_t>(facts.allocated_high_water,
                         facts.allocated_bytes + int64_t(facts.block_bytes)));
   const double mapped_after =
       double(facts.mapped_bytes) + double(facts.bytes_to_map);
-  return mapped_after > (1.0 + grow_slack_) * high_water;
+  const double slack = std::max(grow_slack_, facts.churn_slack);
+  return mapped_after > (1.0 + slack) * high_water;
 }
 
 void BestFitPolicy::ForEachReclaimable(
