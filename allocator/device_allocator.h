@@ -410,7 +410,6 @@ class DeviceAllocator : public MetadataObject {
   // Placement decisions, and the pages under placed blocks (after the members
   // they are lent).
   const std::unique_ptr<PlacementPolicy> placement_;
-  ChurnMeter churn_ ABSL_GUARDED_BY(mu_);
   PageSource source_ ABSL_GUARDED_BY(mu_);
   SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
   // Exports and opened imports (made on first use; nullptr until then, so

@@ -170,16 +170,14 @@ absl::Status SetReclaim(std::string_view key, std::string_view v, Options& o) {
   return absl::OkStatus();
 }
 
-// A fraction in [0, 10] into `kField`.
-template <double Options::*kField>
-absl::Status SetFraction(std::string_view key, std::string_view v,
-                         Options& o) {
+absl::Status SetGrowSlack(std::string_view key, std::string_view v,
+                          Options& o) {
   double f = 0;
   if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
       !(f >= 0.0 && f <= 10.0)) {
-    return BadValue(key, v, "a fraction from 0 to 10 (0.03 = 3%)");
+    return BadValue(key, v, "a fraction >= 0 (0.03 = 3%)");
   }
-  o.*kField = f;
+  o.grow_slack = f;
   return absl::OkStatus();
 }
 
@@ -383,18 +381,7 @@ constexpr KeyRow kKeys[] = {
       "[Where pages come from], for the measured trade-off"},
      Word<SetReclaim>},
     {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
-     Word<SetFraction<&Options::grow_slack>>},
-    {{"grow_slack_max", "1.0",
-      "the most slack a program whose streams take turns with the same memory "
-      "is given: while more than `churn_limit` of the bytes it allocates come "
-      "from pages moved out of another stream's cached holes, the slack "
-      "doubles up to this (docs/design.md, Note [Churn-adaptive slack]); set "
-      "it to `grow_slack` to turn this off"},
-     Word<SetFraction<&Options::grow_slack_max>>},
-    {{"churn_limit", "0.02",
-      "the share of allocated bytes served by pages moved between streams "
-      "above which the slack grows"},
-     Word<SetFraction<&Options::churn_limit>>},
+     Word<SetGrowSlack>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},

@@ -42,11 +42,6 @@ struct Options {
   enum class Reclaim { kNever, kAlways, kAuto };
   Reclaim reclaim_before_grow = Reclaim::kAuto;
   double grow_slack = 0.03;
-  // While more than churn_limit of the allocated bytes are served by pages
-  // moved out of cached holes, the slack doubles, up to grow_slack_max (Note
-  // [Churn-adaptive slack]).
-  double grow_slack_max = 1.0;
-  double churn_limit = 0.02;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).

@@ -16,15 +16,13 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
       break;
   }
   // Grow freely up to a little above the most memory the program has ever had
-  // allocated; past that, growing would only add cached (wasted) pages, unless
-  // the program keeps moving pages (Note [Churn-adaptive slack]).
+  // allocated; past that, growing would only add cached (wasted) pages.
   const double high_water = double(
       std::max<int64_t>(facts.allocated_high_water,
                         facts.allocated_bytes + int64_t(facts.block_bytes)));
   const double mapped_after =
       double(facts.mapped_bytes) + double(facts.bytes_to_map);
-  const double slack = std::max(grow_slack_, facts.churn_slack);
-  return mapped_after > (1.0 + slack) * high_water;
+  return mapped_after > (1.0 + grow_slack_) * high_water;
 }
 
 void BestFitPolicy::ForEachReclaimable(

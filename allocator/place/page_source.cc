@@ -63,18 +63,13 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     pages.push_back(page);
   }
   absl::Status status;
-  if (pages.size() < count && !scope.capturing) {
-    p_.churn->Update(p_.stats->allocated_bytes.pool[kPoolAll].allocated,
-                     p_.stats->allocated_high_water());
-  }
   if (pages.size() < count && !scope.capturing &&
       p_.policy->ShouldReclaimFirst(GrowthFacts{
           .allocated_high_water = p_.stats->allocated_high_water(),
           .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
           .block_bytes = block->size,
           .mapped_bytes = p_.stats->mapped_bytes.current,
-          .bytes_to_map = count * p_.page_size,
-          .churn_slack = p_.churn->slack()})) {
+          .bytes_to_map = count * p_.page_size})) {
     status = p_.fences->PollAndFence();
     // Holes whose last use the GPU has not reached yet are waited for (their
     // stream's fence): on a GPU running behind the CPU, the holes freed this
@@ -133,12 +128,6 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   }
   NoteMapped(block->arena, int64_t(count));
   p_.stats->NoteRemapped(int64_t(moved_pages_.size()));
-  // Only moves between streams count as churn (Note [Churn-adaptive slack]).
-  int64_t across_streams = 0;
-  for (const MovedPage& m : moved_pages_) {
-    across_streams += m.arena->stream_slot() != block->arena->stream_slot();
-  }
-  p_.churn->NoteMoved(across_streams * int64_t(p_.page_size));
   TraceRuns(TraceAction::kSegmentMap, block->arena->stream(), /*tagged=*/true);
   return absl::OkStatus();
 }

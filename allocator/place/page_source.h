@@ -20,7 +20,6 @@
 #include "allocator/base/metadata_arena.h"
 #include "allocator/obs/stats_book.h"
 #include "allocator/obs/trace.h"
-#include "allocator/place/churn_meter.h"
 #include "allocator/place/placement_policy.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_fences.h"
@@ -48,7 +47,6 @@ class PageSource {
     const MetadataVector<std::unique_ptr<Arena>>* arenas;  // every arena
     const ReclaimQueue* queue;
     size_t page_size;
-    ChurnMeter* churn;
   };
   // Where pages may come from now.
   struct Scope {

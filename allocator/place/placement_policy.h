@@ -33,8 +33,6 @@ struct GrowthFacts {
   size_t block_bytes = 0;            // the request's block
   int64_t mapped_bytes = 0;          // mapped now
   size_t bytes_to_map = 0;           // the pages the request lacks
-  // The growth slack the program's churn calls for now (ChurnMeter).
-  double churn_slack = 0.0;
 };
 
 class PlacementPolicy : public MetadataObject {

@@ -139,43 +139,6 @@ TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
-// Two streams taking turns with the same memory (a side stream prefetching
-// while the main one computes) move pages between their arenas on every turn
-// at first; once the moves serve more than churn_limit of what is allocated,
-// the slack grows and each stream keeps its own pages (Note [Churn-adaptive
-// slack]). Mapped memory stays within (1 + grow_slack_max) x the high water.
-int64_t RemappedWhileTakingTurns(Fixture& f, int turns) {
-  const int64_t before = f.a->GetStats().pages_remapped;
-  for (int i = 0; i < turns; ++i) {
-    for (StreamHandle s : {kS1, kS2}) {
-      void* p = *f.a->Malloc(16 * kPage, s);
-      EXPECT_TRUE(f.a->Free(p).ok());
-      f.events->CompleteAll();
-    }
-  }
-  return f.a->GetStats().pages_remapped - before;
-}
-
-TEST(DeviceAllocator, StreamsTakingTurnsStopMovingPagesOnceTheSlackGrows) {
-  Fixture f = Make(64);
-  // 1 MiB per turn and stream: a 64 MiB window every 32 turns.
-  EXPECT_GT(RemappedWhileTakingTurns(f, 32), 0) << "at first pages move";
-  RemappedWhileTakingTurns(f, 32 * 8);  // six doublings reach the maximum
-  EXPECT_EQ(RemappedWhileTakingTurns(f, 64), 0);
-  const DeviceStats s = f.a->GetStats();
-  EXPECT_LE(s.mapped_bytes.current, 2 * 16 * int64_t(kPage));
-  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
-}
-
-TEST(DeviceAllocator, WithoutChurnAdaptationStreamsTakingTurnsKeepMovingPages) {
-  Options o;
-  o.grow_slack_max = o.grow_slack;
-  Fixture f = Make(64, o);
-  RemappedWhileTakingTurns(f, 32 * 8);
-  EXPECT_GT(RemappedWhileTakingTurns(f, 64), 0);
-  EXPECT_LE(f.a->GetStats().mapped_bytes.current, 17 * int64_t(kPage));
-}
-
 TEST(DeviceAllocator, CompletedFencesLetPagesMoveWithoutWaiting) {
   Fixture f = Make(2);
   void* p = *f.a->Malloc(2 * kPage, kS1);

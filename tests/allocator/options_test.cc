@@ -24,9 +24,7 @@ bool SameOptions(const Options& a, const Options& b) {
          a.rounding.divisions == b.rounding.divisions &&
          a.rounding.buckets == b.rounding.buckets &&
          a.reclaim_before_grow == b.reclaim_before_grow &&
-         a.grow_slack == b.grow_slack &&
-         a.grow_slack_max == b.grow_slack_max &&
-         a.churn_limit == b.churn_limit && a.va_factor == b.va_factor &&
+         a.grow_slack == b.grow_slack && a.va_factor == b.va_factor &&
          a.stats_at_exit == b.stats_at_exit &&
          a.snapshot_path == b.snapshot_path &&
          a.oom_report_path == b.oom_report_path &&
@@ -171,9 +169,9 @@ TEST(Options, ErrorMessagesExactly) {
       {R"(reclaim_before_grow:maybe)",
        R"(bad value 'maybe' for key 'reclaim_before_grow': expected True, False or auto)"},
       {R"(grow_slack:-1)",
-       R"(bad value '-1' for key 'grow_slack': expected a fraction from 0 to 10 (0.03 = 3%))"},
+       R"(bad value '-1' for key 'grow_slack': expected a fraction >= 0 (0.03 = 3%))"},
       {R"(grow_slack:11)",
-       R"(bad value '11' for key 'grow_slack': expected a fraction from 0 to 10 (0.03 = 3%))"},
+       R"(bad value '11' for key 'grow_slack': expected a fraction >= 0 (0.03 = 3%))"},
       {R"(va_factor:0)",
        R"(bad value '0' for key 'va_factor': expected 1 to 64)"},
       {R"(va_factor:65)",
@@ -212,9 +210,8 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "host_capacity_mb, host_granularity_kb, host_devices, "
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
-            "grow_slack, grow_slack_max, churn_limit, va_factor, stats_at_exit, "
-            "snapshot_path, oom_report_path, trace_entries, bucket_sample, "
-            "bucket_advice_k");
+            "grow_slack, va_factor, stats_at_exit, snapshot_path, "
+            "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
   std::vector<std::string> names;
   for (const Options::KeyDoc& k : Options::Keys()) names.emplace_back(k.name);
   EXPECT_EQ(names, Options::KnownKeys());
