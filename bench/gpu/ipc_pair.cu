@@ -194,7 +194,8 @@ int Wait(const Child& c) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
-// ---- The child ---------------------------------------------------------------
+// ---- The child
+// ---------------------------------------------------------------
 
 int ChildConsumer(int iterations) {
   cudaIpcMemHandle_t h;
@@ -207,10 +208,10 @@ int ChildConsumer(int iterations) {
   Report("child: reads the parent's bytes from the block's first byte",
          bad == 0, std::to_string(bad) + " words differ");
   std::string why;
-  Report("child: ranges of the opened block cover it",
-         RangesCover(CUdeviceptr(q), kSize, CUdeviceptr(q) + 7 * kMiB + 3,
-                     &why),
-         why);
+  Report(
+      "child: ranges of the opened block cover it",
+      RangesCover(CUdeviceptr(q), kSize, CUdeviceptr(q) + 7 * kMiB + 3, &why),
+      why);
   Fill(q, kSize, 2);
   e = cudaIpcCloseMemHandle(static_cast<char*>(q) + 4096);
   Report("child: closing an interior pointer is refused", e != cudaSuccess,
@@ -274,13 +275,14 @@ int ChildProducer() {
   return failed == 0 ? 0 : 1;
 }
 
-// ---- The parent --------------------------------------------------------------
+// ---- The parent
+// --------------------------------------------------------------
 
 int Parent(const char* self, int iterations) {
   const bool preloaded = getenv("LD_PRELOAD") != nullptr &&
                          strstr(getenv("LD_PRELOAD"), "fragfree") != nullptr;
-  printf("ipc_pair: %s\n", preloaded ? "LD_PRELOAD=libfragfree.so"
-                                     : "CUDA's own cudaMalloc IPC");
+  printf("ipc_pair: %s\n",
+         preloaded ? "LD_PRELOAD=libfragfree.so" : "CUDA's own cudaMalloc IPC");
   cudaFree(nullptr);
   void* before = nullptr;
   cudaMalloc(&before, 3 * kMiB);  // so the block starts inside a page
@@ -290,10 +292,10 @@ int Parent(const char* self, int iterations) {
   if (e != cudaSuccess) return 1;
   Fill(p, kSize, 1);
   std::string why;
-  Report("ranges: a pointer in the 4th 2 MiB page reports the whole block",
-         RangesCover(CUdeviceptr(p), kSize, CUdeviceptr(p) + 7 * kMiB + 5,
-                     &why),
-         why);
+  Report(
+      "ranges: a pointer in the 4th 2 MiB page reports the whole block",
+      RangesCover(CUdeviceptr(p), kSize, CUdeviceptr(p) + 7 * kMiB + 5, &why),
+      why);
 
   Child c = Spawn(self, "consumer", iterations);
   cudaIpcMemHandle_t h;
@@ -360,8 +362,8 @@ int Parent(const char* self, int iterations) {
     Report("child->parent: child process", rc == 0,
            "exit " + std::to_string(rc));
     e = cudaIpcCloseMemHandle(q);
-    Report("child->parent: close after the producer exited",
-           e == cudaSuccess, Err(e));
+    Report("child->parent: close after the producer exited", e == cudaSuccess,
+           Err(e));
   } else {
     Wait(pc);
   }

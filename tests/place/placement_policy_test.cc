@@ -2,12 +2,11 @@
 // simulated backend: the arena search takes the first arena with a fit, the
 // growth rule follows reclaim_before_grow and grow_slack, and the reclaim
 // order visits split remainders before holes and stops when told to.
-#include "allocator/place/best_fit_policy.h"
-
 #include <memory>
 #include <vector>
 
 #include "allocator/phys/simulated_backend.h"
+#include "allocator/place/best_fit_policy.h"
 #include "allocator/va/page_pool.h"
 #include "gtest/gtest.h"
 
