@@ -26,6 +26,7 @@
 
 #include "fragfree/fragfree.h"
 #include "tests/preload/fake_cudart.h"
+#include "tests/preload/prog_check.h"
 
 extern "C" {
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
@@ -34,25 +35,6 @@ cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
 }
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-#define CHECK_EQ(a, b)                                                    \
-  do {                                                                    \
-    const long long va_ = (long long)(a), vb_ = (long long)(b);           \
-    if (va_ != vb_) {                                                     \
-      fprintf(stderr, "%s:%d: CHECK_EQ failed: %s (%lld) != %s (%lld)\n", \
-              __FILE__, __LINE__, #a, va_, #b, vb_);                      \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 // fragfree's C API, found in the preloaded library (this program does not
 // link it).
@@ -560,8 +542,8 @@ int main(int argc, char** argv) {
   CheckPinned();
   CheckThreads();
   CheckFork();
-  if (failures > 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (check_failures > 0) {
+    fprintf(stderr, "%d check(s) failed\n", check_failures.load());
     return 1;
   }
   printf("preload_host_test: all checks passed\n");

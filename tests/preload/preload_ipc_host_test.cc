@@ -31,6 +31,7 @@
 #include "fragfree/fragfree.h"
 #include "tests/preload/fake_cuda.h"
 #include "tests/preload/fake_cudart.h"
+#include "tests/preload/prog_check.h"
 
 #undef cuGetProcAddress
 
@@ -45,26 +46,6 @@ cudaError_t cudaGetDriverEntryPoint_ptsz(
 }
 
 namespace {
-
-std::atomic<int> failures{0};  // CHECKs run on several threads too
-
-#define CHECK(cond)                                                    \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "[%d] %s:%d: CHECK failed: %s\n", int(getpid()), \
-              __FILE__, __LINE__, #cond);                              \
-      ++failures;                                                      \
-    }                                                                  \
-  } while (0)
-#define CHECK_EQ(a, b)                                                         \
-  do {                                                                         \
-    const long long va_ = (long long)(a), vb_ = (long long)(b);                \
-    if (va_ != vb_) {                                                          \
-      fprintf(stderr, "[%d] %s:%d: CHECK_EQ failed: %s (%lld) != %s (%lld)\n", \
-              int(getpid()), __FILE__, __LINE__, #a, va_, #b, vb_);            \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 constexpr size_t kPage = 64 << 10;  // host_granularity_kb:64
 constexpr size_t kSize = 3 * kPage + 1000;
@@ -370,7 +351,7 @@ int Consumer() {
   CHECK_EQ(fake_calls("cudaIpcCloseMemHandle"), 0);
   Send(4, "o", 1);
   const char cmd = RecvByte(3);
-  if (cmd == 'x') _exit(failures == 0 ? 0 : 1);  // dies holding it open
+  if (cmd == 'x') _exit(check_failures == 0 ? 0 : 1);  // dies holding it open
   CHECK(Holds(q, kSize, 7));  // still there after the producer's free
   static_cast<unsigned char*>(q)[kSize - 1] = 0xAB;
   CHECK_EQ(cudaIpcCloseMemHandle(q), cudaSuccess);
@@ -378,7 +359,7 @@ int Consumer() {
   CHECK_EQ(cudaIpcCloseMemHandle(q), cudaErrorInvalidValue);
   CHECK_EQ(fake_calls("cudaIpcCloseMemHandle"), 1);
   Send(4, "c", 1);
-  return failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }
 
 // Child: exports a block to its parent (declaring it as ptracer, as
@@ -394,7 +375,7 @@ int Producer() {
   Send(4, &h, sizeof(h));
   CHECK_EQ(RecvByte(3), 'w');
   CHECK_EQ(static_cast<unsigned char*>(p)[10], 0xCD);
-  return failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }
 
 void CheckIpc() {
@@ -527,15 +508,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Expected errors are reported through fragfree's handler: keep stderr for
-  // failures.
+  // check_failures.
   Find<decltype(&ff_set_error_handler)>("ff_set_error_handler")(
       [](ff_status_t, const char*, void*) {}, nullptr);
   if (mode == "consumer") return Consumer();
   if (mode == "producer") return Producer();
   CheckRanges();
   CheckIpc();
-  if (failures > 0) {
-    fprintf(stderr, "%d failure(s)\n", failures.load());
+  if (check_failures > 0) {
+    fprintf(stderr, "%d failure(s)\n", check_failures.load());
     return 1;
   }
   printf("preload_ipc_host_test: all checks passed\n");
