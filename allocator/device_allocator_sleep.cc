@@ -453,11 +453,10 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     run.addr = addr;
     run.size = size;
     run.state = BlockState::kAllocated;
-    const size_t missing = a->UnmappedPages(&run);
+    size_t missing = 0;
+    const bool needs_mapping = a->NeedsMapping(&run, &missing);
     needed_pages += missing;
-    if (missing == 0 && !a->HasPagesWithoutAccess(&run)) {
-      return absl::OkStatus();
-    }
+    if (!needs_mapping) return absl::OkStatus();
     const uint64_t created_before = stats_.handles_created;
     absl::Status s;
     {
