@@ -72,6 +72,21 @@ void ForEachWord(const MetadataVector<uint64_t>& bits, size_t first, size_t end,
 }
 }  // namespace
 
+size_t Arena::NextMappedPage(size_t first, size_t end) const {
+  size_t found = end;
+  if (first >= end) return end;
+  size_t word_start = first & ~size_t{63};
+  ForEachWord(mapped_bits_, first, end, [&](uint64_t word, uint64_t mask) {
+    if (const uint64_t bits = word & mask; bits != 0) {
+      found = word_start + size_t(__builtin_ctzll(bits));
+      return false;
+    }
+    word_start += 64;
+    return true;
+  });
+  return std::min(found, end);
+}
+
 size_t Arena::MappedIn(size_t first, size_t end) const {
   size_t n = 0;
   if (first >= end) return 0;
@@ -109,18 +124,38 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   // The best fit needs pages mapped: worth a wider search for a fit that is
   // already mapped, since mapping costs tens of microseconds per page and takes
   // pages from elsewhere. See Note [Mapped-first placement].
-  bool at_end = false;  // place the block at the end of the free block
+  bool at_end = false;        // place the block at the end of the free block
+  uintptr_t inside_addr = 0;  // != 0: place the block here, inside it
   if (size_t missing = UnmappedPagesIn(block->addr, size); missing > 0) {
     // Otherwise the fit that needs the fewest new pages, placed at whichever
     // end of its free block shares more mapped pages with its neighbours.
+    // Or inside it, at its first mapped page past its first page: a free
+    // block whose front pages were reclaimed keeps its mapped pages further
+    // in, and placing at its start would move them forward one request at a
+    // time (Note [Mapped-first placement]).
     Block* fewest = block;
     auto consider = [&](Block* b) {
       const size_t at_start = UnmappedPagesIn(b->addr, size);
       const size_t at_tail = UnmappedPagesIn(b->end() - size, size);
-      if (std::min(at_start, at_tail) < missing) {
+      size_t inside = SIZE_MAX;
+      uintptr_t addr = 0;
+      const size_t from = FirstPage(b->addr) + 1;
+      const size_t limit = std::min(EndPage(b->end()), mapped_end_);
+      if (const size_t m =
+              b->next == nullptr ? NextMappedPage(from, limit) : limit;
+          m < limit) {
+        addr = base_ + m * page_size_;
+        if (addr - b->addr >= kMinBlockSize && addr + size <= b->end()) {
+          inside = UnmappedPagesIn(addr, size);
+        }
+      }
+      const size_t best = std::min({at_start, at_tail, inside});
+      if (best < missing) {
         fewest = b;
-        missing = std::min(at_start, at_tail);
-        at_end = at_tail < at_start;
+        missing = best;
+        at_end = at_tail == best && at_tail < at_start;
+        inside_addr =
+            (best == inside && inside < at_start && !at_end) ? addr : 0;
       }
       return missing == 0;
     };
@@ -133,6 +168,21 @@ Block* Arena::Allocate(size_t size, size_t requested) {
     block = fewest;
   }
   RemoveFree(block);
+  if (inside_addr != 0) {  // the part in front stays free
+    Block* front = blocks_->New();
+    front->arena = this;
+    front->free_epoch = block->free_epoch;
+    front->addr = block->addr;
+    front->size = inside_addr - block->addr;
+    front->prev = block->prev;
+    front->next = block;
+    if (block->prev != nullptr) block->prev->next = front;
+    if (first_ == block) first_ = front;
+    block->prev = front;
+    block->addr = inside_addr;
+    block->size -= front->size;
+    AddFree(front);  // free_seq 0: a remainder
+  }
   if (block->size - size >= kMinBlockSize) {
     Block* rest = blocks_->New();
     rest->arena = this;

@@ -192,6 +192,8 @@ class Arena : public MetadataObject {
   // Mapped pages among [first, end), from the bitmap; and whether all / any of
   // them are mapped (a mask test per word, no popcount).
   size_t MappedIn(size_t first, size_t end) const;
+  // The first mapped page in [first, end), or end when none is.
+  size_t NextMappedPage(size_t first, size_t end) const;
   bool AllMapped(size_t first, size_t end) const {
     if (first >= end) return true;
     if (first / 64 != (end - 1) / 64) return AllMappedSlow(first, end);
