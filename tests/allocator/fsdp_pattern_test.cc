@@ -9,14 +9,13 @@
 // Thread-safety: single-threaded test.
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "allocator/device_allocator.h"
 #include "allocator/phys/simulated_backend.h"
-#include "allocator/stream/event_source.h"
+#include "bench/replay/lagging_event_source.h"
 #include "gtest/gtest.h"
 
 namespace fragfree {
@@ -25,43 +24,6 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPage = 2 * kMiB;
 constexpr StreamHandle kCompute = 0x100, kSide = 0x200;
-
-// A GPU behind the CPU: an event recorded at call t completes at call t + lag
-// (the test advances the clock on every allocator call), or when the GPU
-// catches up: Synchronize (the allocator waits for it, and so for everything
-// recorded before) or CatchUp (the program synchronizes, as `loss.item()`
-// does at the end of a step).
-class BehindEventSource final : public EventSource {
- public:
-  BehindEventSource(uint64_t lag, const uint64_t* clock)
-      : lag_(lag), clock_(clock) {}
-  absl::StatusOr<EventId> Record(StreamHandle) override {
-    done_at_.push_back(*clock_ + lag_);
-    return EventId(done_at_.size());
-  }
-  absl::StatusOr<bool> Query(EventId e) override {
-    return *clock_ >= done_at_[e - 1];
-  }
-  absl::Status Synchronize(EventId e) override {
-    if (*clock_ < done_at_[e - 1]) ++waits_;
-    for (EventId k = 1; k <= e; ++k) {
-      done_at_[k - 1] = std::min(done_at_[k - 1], *clock_);
-    }
-    return absl::OkStatus();
-  }
-  void Release(EventId) override {}
-  bool IsCapturing(StreamHandle) override { return false; }
-  void CatchUp() {
-    for (uint64_t& d : done_at_) d = std::min(d, *clock_);
-  }
-  int64_t waits() const { return waits_; }
-
- private:
-  const uint64_t lag_;
-  const uint64_t* const clock_;
-  std::deque<uint64_t> done_at_;  // completion call of event k at [k - 1]
-  int64_t waits_ = 0;
-};
 
 struct StepFigures {
   int64_t remapped = 0;  // pages moved from a free block (unmap + map)
@@ -80,8 +42,8 @@ struct FsdpResult {
 FsdpResult RunFsdp(int steps, uint64_t lag, Options options = Options(),
                    int layers = 24) {
   uint64_t clock = 0;
-  auto events_owned = std::make_unique<BehindEventSource>(lag, &clock);
-  BehindEventSource* events = events_owned.get();
+  auto events_owned = std::make_unique<replay::LaggingEventSource>(lag, &clock);
+  replay::LaggingEventSource* events = events_owned.get();
   auto backend = std::make_unique<SimulatedBackend>(size_t{64} << 30, kPage);
   std::unique_ptr<DeviceAllocator> a = *DeviceAllocator::Create(
       0, options, std::move(backend), std::move(events_owned));
@@ -105,7 +67,7 @@ FsdpResult RunFsdp(int steps, uint64_t lag, Options options = Options(),
   FsdpResult result;
   for (int step = 0; step < steps; ++step) {
     const DeviceStats before = a->GetStats();
-    const int64_t waits_before = events->waits();
+    const int64_t waits_before = int64_t(events->waits());
     const size_t act = size_t(64 * rows_dist(rng)) * 4096 * 4;
     void* x = alloc(act, kCompute);
     std::vector<void*> full(layers, nullptr);
@@ -135,7 +97,7 @@ FsdpResult RunFsdp(int steps, uint64_t lag, Options options = Options(),
     StepFigures f{after.pages_remapped - before.pages_remapped,
                   after.pages_mapped - before.pages_mapped,
                   after.handles_created - before.handles_created,
-                  events->waits() - waits_before};
+                  int64_t(events->waits()) - waits_before};
     result.steps.push_back(f);
     if (verbose) {
       std::printf(
