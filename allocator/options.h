@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/size_classes.h"
 
 namespace fragfree {
 

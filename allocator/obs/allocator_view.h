@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "allocator/base/stream_handle.h"
-#include "allocator/policy/block.h"
+#include "allocator/blocks/block.h"
 
 namespace fragfree {
 

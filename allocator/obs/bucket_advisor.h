@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/size_classes.h"
 
 namespace fragfree {
 

@@ -20,7 +20,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "allocator/base/metadata_arena.h"
-#include "allocator/policy/block.h"
+#include "allocator/blocks/block.h"
 #include "allocator/va/arena.h"
 #include "allocator/va/reclaim_queue.h"
 

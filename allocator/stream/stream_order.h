@@ -28,7 +28,7 @@
 
 namespace fragfree {
 
-struct Block;  // allocator/policy/block.h: only pointers are held here
+struct Block;  // allocator/blocks/block.h: only pointers are held here
 
 class StreamOrder {
  public:

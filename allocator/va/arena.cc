@@ -6,7 +6,7 @@
 
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/size_classes.h"
 
 namespace fragfree {
 

@@ -26,9 +26,9 @@
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/metadata_containers.h"
 #include "allocator/phys/backend.h"
-#include "allocator/policy/block.h"
-#include "allocator/policy/free_index.h"
-#include "allocator/policy/quick_cache.h"
+#include "allocator/blocks/block.h"
+#include "allocator/blocks/free_index.h"
+#include "allocator/blocks/quick_cache.h"
 #include "allocator/va/page_pool.h"
 #include "allocator/va/reclaim_queue.h"
 

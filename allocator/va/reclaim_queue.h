@@ -16,8 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/policy/block.h"
-#include "allocator/policy/free_index.h"
+#include "allocator/blocks/block.h"
+#include "allocator/blocks/free_index.h"
 
 namespace fragfree {
 

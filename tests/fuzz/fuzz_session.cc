@@ -19,7 +19,7 @@
 #include "allocator/obs/stats.h"
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/host_backend.h"
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/size_classes.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/host_event_source.h"
 #include "tests/fuzz/fuzz_input.h"

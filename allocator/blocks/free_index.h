@@ -12,7 +12,7 @@
 #include <array>
 #include <cstdint>
 
-#include "allocator/policy/block.h"
+#include "allocator/blocks/block.h"
 
 namespace fragfree {
 

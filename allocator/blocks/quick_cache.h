@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/policy/block.h"
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/block.h"
+#include "allocator/blocks/size_classes.h"
 
 namespace fragfree {
 

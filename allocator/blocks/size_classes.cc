@@ -1,7 +1,7 @@
 // Implementation of size_classes.h: PyTorch's round_size with
 // roundup_power2_divisions, and explicit buckets. Thread-safety: pure functions
 // over an immutable config.
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/size_classes.h"
 
 #include <algorithm>
 

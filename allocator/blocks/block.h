@@ -28,7 +28,7 @@ namespace fragfree {
 class Arena;
 
 // kCached: freed, but kept whole in its arena's QuickCache for the next
-// request of its size (policy/quick_cache.h); free to the program and stats.
+// request of its size (blocks/quick_cache.h); free to the program and stats.
 enum class BlockState : uint8_t { kFree, kAllocated, kPendingFree, kCached };
 
 struct alignas(64) Block {

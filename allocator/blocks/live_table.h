@@ -16,7 +16,7 @@
 
 #include "allocator/base/check.h"
 #include "allocator/base/huge_pages.h"
-#include "allocator/policy/block.h"
+#include "allocator/blocks/block.h"
 
 namespace fragfree {
 

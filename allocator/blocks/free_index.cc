@@ -1,4 +1,4 @@
-#include "allocator/policy/free_index.h"
+#include "allocator/blocks/free_index.h"
 
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"

@@ -4,10 +4,10 @@
 #include <map>
 #include <random>
 
-#include "allocator/policy/free_index.h"
-#include "allocator/policy/live_table.h"
-#include "allocator/policy/quick_cache.h"
-#include "allocator/policy/size_classes.h"
+#include "allocator/blocks/free_index.h"
+#include "allocator/blocks/live_table.h"
+#include "allocator/blocks/quick_cache.h"
+#include "allocator/blocks/size_classes.h"
 #include "gtest/gtest.h"
 
 namespace fragfree {
