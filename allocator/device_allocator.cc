@@ -29,7 +29,8 @@ std::unique_ptr<PlacementPolicy> MakePlacementPolicy(const Options& options) {
       options.reclaim_before_grow == Options::Reclaim::kAlways  ? R::kAlways
       : options.reclaim_before_grow == Options::Reclaim::kNever ? R::kNever
                                                                 : R::kAuto;
-  return std::make_unique<BestFitPolicy>(reclaim, options.grow_slack);
+  return std::make_unique<BestFitPolicy>(reclaim, options.grow_slack,
+                                         options.grow_for_pending_frees);
 }
 
 }  // namespace

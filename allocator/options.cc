@@ -181,6 +181,13 @@ absl::Status SetGrowSlack(std::string_view key, std::string_view v,
   return absl::OkStatus();
 }
 
+absl::Status SetGrowForPendingFrees(std::string_view key, std::string_view v,
+                                    Options& o) {
+  absl::StatusOr<bool> b = ParseBool(key, v);
+  if (b.ok()) o.grow_for_pending_frees = *b;
+  return b.status();
+}
+
 absl::Status SetVaFactor(std::string_view key, std::string_view v, Options& o) {
   absl::StatusOr<uint64_t> n = ParseUintIn(key, v, 1, 64, "1 to 64");
   if (n.ok()) o.va_factor = *n;
@@ -375,13 +382,22 @@ constexpr KeyRow kKeys[] = {
       "where a request's new pages come from while under the cap: `auto` "
       "takes whole free pages of cached holes (whose last use is known "
       "complete) once mapped memory would exceed `(1 + grow_slack)` × the "
-      "allocated high-water mark; `True` always does; `False` creates pages "
+      "most memory ever in use at once (see `grow_for_pending_frees`); `True` "
+      "always does; `False` creates pages "
       "until the cap and moves pages only under pressure (fewest remaps, "
       "reserved memory like expandable segments). See docs/design.md, Note "
       "[Where pages come from], for the measured trade-off"},
      Word<SetReclaim>},
     {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
      Word<SetGrowSlack>},
+    {{"grow_for_pending_frees", "`True`",
+      "in `reclaim_before_grow:auto`, blocks freed while another stream may "
+      "still use them (`record_stream`) count as in use, so memory grows to "
+      "hold them instead of the CPU waiting for the GPU and moving pages "
+      "(FSDP-style prefetch on a side stream); `False` counts allocated bytes "
+      "only (less memory, more page moves). See docs/design.md, Note [Pending "
+      "frees count as in use]"},
+     Word<SetGrowForPendingFrees>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},

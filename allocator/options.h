@@ -42,6 +42,12 @@ struct Options {
   enum class Reclaim { kNever, kAlways, kAuto };
   Reclaim reclaim_before_grow = Reclaim::kAuto;
   double grow_slack = 0.03;
+  // In `auto`, whether blocks the program freed while another stream's
+  // recorded use (record_stream) may still be running count as in use: the
+  // high-water mark is then of active bytes, and memory grows to hold such
+  // blocks instead of the CPU waiting for the GPU to reuse their pages. See
+  // Note [Pending frees count as in use].
+  bool grow_for_pending_frees = true;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).

@@ -30,6 +30,8 @@ class StatsBook : public DeviceStats {
     requested_bytes.Increase(pool, requested);
     allocated_high_water_ =
         std::max(allocated_high_water_, allocated_bytes.pool[kPoolAll].current);
+    active_high_water_ =
+        std::max(active_high_water_, active_bytes.pool[kPoolAll].current);
   }
   // The program freed it (it stays active until its last use is done).
   void NoteFree(int pool, int64_t bytes, int64_t requested) {
@@ -71,9 +73,13 @@ class StatsBook : public DeviceStats {
   }
   // Most bytes ever allocated at once (ResetPeak leaves it).
   int64_t allocated_high_water() const { return allocated_high_water_; }
+  // Most bytes ever active at once: allocated, or freed by the program while
+  // another stream's recorded use of them may still be running.
+  int64_t active_high_water() const { return active_high_water_; }
 
  private:
   int64_t allocated_high_water_ = 0;
+  int64_t active_high_water_ = 0;
 };
 
 }  // namespace fragfree

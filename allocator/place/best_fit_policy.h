@@ -2,8 +2,9 @@
 // takes the best fit among the stream's arenas, first arena first
 // (Arena::Allocate: mapped-first best fit, Note [Mapped-first placement]).
 // Growth: with reclaim_before_grow auto, a request grows freely up to
-// (1 + grow_slack) x the most memory ever allocated at once, and reclaims
-// cached pages first past that; True always reclaims first, False never.
+// (1 + grow_slack) x the most memory ever in use at once (active bytes with
+// grow_for_pending_frees, else allocated bytes), and reclaims cached pages
+// first past that; True always reclaims first, False never.
 // Reclaim order: split remainders first (arena by arena, largest first), then
 // holes, oldest first (Note [Where pages come from]).
 // Thread-safety: see placement_policy.h.
@@ -18,8 +19,11 @@ class BestFitPolicy final : public PlacementPolicy {
  public:
   // reclaim_before_grow (Options::reclaim_before_grow).
   enum class ReclaimFirst { kAuto, kAlways, kNever };
-  BestFitPolicy(ReclaimFirst reclaim_first, double grow_slack)
-      : reclaim_first_(reclaim_first), grow_slack_(grow_slack) {}
+  BestFitPolicy(ReclaimFirst reclaim_first, double grow_slack,
+                bool grow_for_pending_frees)
+      : reclaim_first_(reclaim_first),
+        grow_slack_(grow_slack),
+        grow_for_pending_frees_(grow_for_pending_frees) {}
 
   Block* Find(const MetadataVector<Arena*>& arenas, size_t size,
               size_t requested) const override {
@@ -37,6 +41,7 @@ class BestFitPolicy final : public PlacementPolicy {
  private:
   const ReclaimFirst reclaim_first_;
   const double grow_slack_;
+  const bool grow_for_pending_frees_;
 };
 
 }  // namespace fragfree

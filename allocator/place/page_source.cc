@@ -67,6 +67,8 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       p_.policy->ShouldReclaimFirst(GrowthFacts{
           .allocated_high_water = p_.stats->allocated_high_water(),
           .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
+          .active_high_water = p_.stats->active_high_water(),
+          .active_bytes = p_.stats->active_bytes.pool[kPoolAll].current,
           .block_bytes = block->size,
           .mapped_bytes = p_.stats->mapped_bytes.current,
           .bytes_to_map = count * p_.page_size})) {

@@ -30,9 +30,12 @@ namespace fragfree {
 struct GrowthFacts {
   int64_t allocated_high_water = 0;  // most bytes ever allocated at once
   int64_t allocated_bytes = 0;       // allocated now
-  size_t block_bytes = 0;            // the request's block
-  int64_t mapped_bytes = 0;          // mapped now
-  size_t bytes_to_map = 0;           // the pages the request lacks
+  // Allocated, or freed while another stream's recorded use may be running.
+  int64_t active_high_water = 0;
+  int64_t active_bytes = 0;
+  size_t block_bytes = 0;    // the request's block
+  int64_t mapped_bytes = 0;  // mapped now
+  size_t bytes_to_map = 0;   // the pages the request lacks
 };
 
 class PlacementPolicy : public MetadataObject {

@@ -210,7 +210,8 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "host_capacity_mb, host_granularity_kb, host_devices, "
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
-            "grow_slack, va_factor, stats_at_exit, snapshot_path, "
+            "grow_slack, grow_for_pending_frees, va_factor, stats_at_exit, "
+            "snapshot_path, "
             "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
   std::vector<std::string> names;
   for (const Options::KeyDoc& k : Options::Keys()) names.emplace_back(k.name);

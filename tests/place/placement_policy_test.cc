@@ -60,7 +60,7 @@ class PlacementTest : public ::testing::Test {
 };
 
 TEST_F(PlacementTest, FindTakesTheFirstArenaWithAFit) {
-  BestFitPolicy policy(R::kAuto, 0.03);
+  BestFitPolicy policy(R::kAuto, 0.03, true);
   Arena* small = NewArena(2);
   Arena* big = NewArena(8);
   MetadataVector<Arena*> list = {small, big};
@@ -74,28 +74,50 @@ TEST_F(PlacementTest, FindTakesTheFirstArenaWithAFit) {
   EXPECT_EQ(policy.Find(list, 16 * kPage, 16 * kPage), nullptr);
 }
 
+// (Allocated bytes as the measure: grow_for_pending_frees off.)
 TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
   GrowthFacts facts{.allocated_high_water = 100 * int64_t(kPage),
                     .allocated_bytes = 50 * int64_t(kPage),
                     .block_bytes = kPage,
                     .mapped_bytes = 100 * int64_t(kPage),
                     .bytes_to_map = kPage};
-  EXPECT_TRUE(BestFitPolicy(R::kAlways, 0.03).ShouldReclaimFirst(facts));
-  EXPECT_FALSE(BestFitPolicy(R::kNever, 0.03).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAlways, 0.03, false).ShouldReclaimFirst(facts));
+  EXPECT_FALSE(BestFitPolicy(R::kNever, 0.03, false).ShouldReclaimFirst(facts));
   // auto: 101 pages mapped after <= 1.03 x 100 allocated at most: grow.
-  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
   facts.bytes_to_map = 4 * kPage;  // 104 > 103: reclaim first
-  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
   // The request itself raises the high-water mark it is measured against.
   facts.allocated_high_water = 0;
   facts.allocated_bytes = 100 * int64_t(kPage);
   facts.block_bytes = 4 * kPage;
   facts.bytes_to_map = 4 * kPage;
-  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03).ShouldReclaimFirst(facts));
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
+}
+
+// Blocks freed while another stream may still use them (active, not
+// allocated) count as in use with grow_for_pending_frees, not without.
+TEST(BestFitPolicy, PendingFreesCountAsInUseWhenAsked) {
+  GrowthFacts facts{.allocated_high_water = 50 * int64_t(kPage),
+                    .allocated_bytes = 40 * int64_t(kPage),
+                    .active_high_water = 100 * int64_t(kPage),
+                    .active_bytes = 90 * int64_t(kPage),
+                    .block_bytes = kPage,
+                    .mapped_bytes = 96 * int64_t(kPage),
+                    .bytes_to_map = kPage};
+  // 97 pages mapped after: within 1.03 x 100 active, far above 1.03 x 50.
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
+  // The request raises the active mark too: 90 + 20 active after it.
+  facts.block_bytes = 20 * kPage;
+  facts.bytes_to_map = 16 * kPage;  // 112 <= 1.03 x 110
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
+  facts.bytes_to_map = 18 * kPage;  // 114 > 113.3
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
 }
 
 TEST_F(PlacementTest, ReclaimVisitsRemaindersBeforeHolesAndStops) {
-  BestFitPolicy policy(R::kAuto, 0.03);
+  BestFitPolicy policy(R::kAuto, 0.03, true);
   Arena* arena = NewArena(16);
   MetadataVector<Arena*> list = {arena};
   // A hole: a mapped block of 2 pages between live blocks, then freed.
