@@ -28,6 +28,16 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
   return mapped_after > (1.0 + grow_slack_) * high_water;
 }
 
+bool BestFitPolicy::WaitsForHoles(const GrowthFacts& facts) const {
+  // While blocks freed with record_stream wait for another stream, a wait
+  // here would let the GPU catch up and retire them, so the active high-water
+  // mark would never reach what the program holds with the CPU running ahead,
+  // and every step would wait and move pages again. Note [Pending frees count
+  // as in use].
+  return !(grow_for_pending_frees_ &&
+           facts.active_bytes > facts.allocated_bytes);
+}
+
 void BestFitPolicy::ForEachReclaimable(
     const MetadataVector<std::unique_ptr<Arena>>& arenas,
     const ReclaimQueue& queue,

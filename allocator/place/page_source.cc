@@ -63,22 +63,24 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     pages.push_back(page);
   }
   absl::Status status;
+  const GrowthFacts facts{
+      .allocated_high_water = p_.stats->allocated_high_water(),
+      .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
+      .active_high_water = p_.stats->active_high_water(),
+      .active_bytes = p_.stats->active_bytes.pool[kPoolAll].current,
+      .block_bytes = block->size,
+      .mapped_bytes = p_.stats->mapped_bytes.current,
+      .bytes_to_map = count * p_.page_size};
   if (pages.size() < count && !scope.capturing &&
-      p_.policy->ShouldReclaimFirst(GrowthFacts{
-          .allocated_high_water = p_.stats->allocated_high_water(),
-          .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
-          .active_high_water = p_.stats->active_high_water(),
-          .active_bytes = p_.stats->active_bytes.pool[kPoolAll].current,
-          .block_bytes = block->size,
-          .mapped_bytes = p_.stats->mapped_bytes.current,
-          .bytes_to_map = count * p_.page_size})) {
+      p_.policy->ShouldReclaimFirst(facts)) {
     status = p_.fences->PollAndFence();
     // Holes whose last use the GPU has not reached yet are waited for (their
     // stream's fence): on a GPU running behind the CPU, the holes freed this
     // step are exactly the ones whose pages the request needs. See Note
     // [Reclaim before grow].
     if (status.ok()) {
-      status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
+      status = Reclaim(count, /*wait=*/p_.policy->WaitsForHoles(facts), scope,
+                       &pages, &moved_pages_);
     }
   }
   while (status.ok() && pages.size() < count) {

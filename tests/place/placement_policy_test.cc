@@ -116,6 +116,17 @@ TEST(BestFitPolicy, PendingFreesCountAsInUseWhenAsked) {
   EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
 }
 
+// Holes are waited for unless blocks freed with record_stream are pending
+// and grow_for_pending_frees is on.
+TEST(BestFitPolicy, NoWaitForHolesWhilePendingFreesAreCountedAsInUse) {
+  GrowthFacts facts{.allocated_bytes = 40 * int64_t(kPage),
+                    .active_bytes = 40 * int64_t(kPage)};
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).WaitsForHoles(facts));
+  facts.active_bytes = 41 * int64_t(kPage);  // one block pending
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).WaitsForHoles(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).WaitsForHoles(facts));
+}
+
 TEST_F(PlacementTest, ReclaimVisitsRemaindersBeforeHolesAndStops) {
   BestFitPolicy policy(R::kAuto, 0.03, true);
   Arena* arena = NewArena(16);
