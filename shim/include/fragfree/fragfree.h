@@ -55,10 +55,10 @@ typedef struct ff_stat_t {
 } ff_stat_t;
 
 /* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md).
- * The fields come from the lists in fragfree/stat_fields.h; their layout for
- * FF_STATS_VERSION is pinned (every offset and the size) by static_asserts in
- * fragfree (shim/c_api.cc), so a field added anywhere but at the end of the
- * struct cannot shift it silently: a new layout needs a new version. */
+ * The fields come from the lists in fragfree/stat_fields.h, which also pins
+ * their layout (every offset and the size) for FF_STATS_VERSION: a field added
+ * anywhere but at the end of the struct fails fragfree's build, and a new
+ * layout needs a new version. */
 typedef struct ff_stats_t {
   uint32_t size;    /* sizeof(ff_stats_t), set by the caller */
   uint32_t version; /* FF_STATS_VERSION, set by fragfree */
@@ -83,7 +83,6 @@ typedef struct ff_stats_t {
   FF_TIMING_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;
-#define FF_STATS_VERSION 4
 
 /* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
  * first call of any function initialises from FRAGFREE_CONF. An error once
