@@ -271,9 +271,8 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
   // places the request (Place: Malloc has searched the slot's arenas) and
-  // maps; sets *inout. On running out of
-  // memory, drains the quick caches and tries once more before reporting the
-  // OOM. On failure *inout is not allocated, and what the request took is
+  // maps; sets *inout. On running out of memory, drains the quick caches and
+  // tries once more before reporting the OOM. On failure *inout is not allocated, and what the request took is
   // given back: its block is free again as it was, an arena made for it is
   // released, and so are the pages (MapUnder). See Note [A failed request
   // gives back what it took] in docs/design.md.
