@@ -43,6 +43,9 @@
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/metadata_containers.h"
 #include "allocator/base/mutex.h"
+#include "allocator/blocks/block.h"
+#include "allocator/blocks/live_table.h"
+#include "allocator/blocks/size_classes.h"
 #include "allocator/obs/allocator_view.h"
 #include "allocator/obs/oom_report.h"
 #include "allocator/obs/size_histogram.h"
@@ -53,9 +56,6 @@
 #include "allocator/phys/timed_backend.h"
 #include "allocator/place/page_source.h"
 #include "allocator/place/placement_policy.h"
-#include "allocator/blocks/block.h"
-#include "allocator/blocks/live_table.h"
-#include "allocator/blocks/size_classes.h"
 #include "allocator/sleep/sleep_state.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_order.h"
@@ -271,12 +271,12 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
   // places the request (Place: Malloc has searched the slot's arenas) and
-  // maps; sets *inout. On running out of
-  // memory, drains the quick caches and tries once more before reporting the
-  // OOM. On failure *inout is not allocated, and what the request took is
-  // given back: its block is free again as it was, an arena made for it is
-  // released, and so are the pages (MapUnder). See Note [A failed request
-  // gives back what it took] in docs/design.md.
+  // maps; sets *inout. On running out of memory, drains the quick caches and
+  // tries once more before reporting the OOM. On failure *inout is not
+  // allocated, and what the request took is given back: its block is free again
+  // as it was, an arena made for it is released, and so are the pages
+  // (MapUnder). See Note [A failed request gives back what it took] in
+  // docs/design.md.
   absl::Status PlaceAndMap(uint32_t slot, ArenaKind kind, size_t rounded,
                            size_t size, StreamHandle stream, Block** inout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -73,96 +73,30 @@ DeviceAllocator* OwnerOf(const void* ptr, Owned owned = Owned::kAllocation) {
 // negative value) is device 0.
 int OneDevice(int device) { return device < 0 ? 0 : device; }
 
-// ff_stats_t's layout, pinned: version 1's fields, then what version 2
-// appended (sleep and wake), then version 3's kept_backup_bytes, then version
-// 4's timing counters (FF_TIMING_FIELDS). The struct is
-// generated from the field lists (allocator/obs/stat_fields.h), so a field
-// added to any list but the very end moves every field after it, and an old
-// caller would read the wrong numbers. If one of these fails, the ABI changed:
-// append the new field at the end instead, or bump FF_STATS_VERSION and give
-// the new layout its own checks.
-static_assert(FF_STATS_VERSION == 4, "ff_stats_t changed: pin its new layout");
+// ff_stats_t's layout against its pinned table (FF_STATS_LAYOUT in
+// allocator/obs/stat_fields.h, which says how to add a field): every field at
+// its offset, the size for FF_STATS_VERSION, and no field of the lists left
+// out of the table.
 static_assert(sizeof(ff_stat_t) == 32);
 static_assert(offsetof(ff_stats_t, size) == 0);
 static_assert(offsetof(ff_stats_t, version) == 4);
-#define FF_STATS_V1_OFFSETS(X)    \
-  X(allocation, 8)                \
-  X(segment, 104)                 \
-  X(active, 200)                  \
-  X(inactive_split, 296)          \
-  X(allocated_bytes, 392)         \
-  X(reserved_bytes, 488)          \
-  X(active_bytes, 584)            \
-  X(inactive_split_bytes, 680)    \
-  X(requested_bytes, 776)         \
-  X(oversize_allocations, 872)    \
-  X(oversize_segments, 904)       \
-  X(mapped_bytes, 936)            \
-  X(idle_page_bytes, 968)         \
-  X(num_alloc_retries, 1000)      \
-  X(num_ooms, 1008)               \
-  X(max_split_size, 1016)         \
-  X(num_sync_all_streams, 1024)   \
-  X(num_device_alloc, 1032)       \
-  X(num_device_free, 1040)        \
-  X(pages_mapped, 1048)           \
-  X(pages_unmapped, 1056)         \
-  X(pages_remapped, 1064)         \
-  X(handles_created, 1072)        \
-  X(handles_released, 1080)       \
-  X(fences_recorded, 1088)        \
-  X(fence_waits, 1096)            \
-  X(num_streams, 1104)            \
-  X(num_arenas, 1112)             \
-  X(invalid_frees, 1120)          \
-  X(cached_free_bytes, 1128)      \
-  X(reclaimable_bytes, 1136)      \
-  X(largest_free_block, 1144)     \
-  X(total_free_va_mapped, 1152)   \
-  X(device_total_bytes, 1160)     \
-  X(device_free_bytes, 1168)      \
-  X(memory_limit_bytes, 1176)     \
-  X(page_size, 1184)              \
-  X(u_alloc, 1192)                \
-  X(u_active, 1200)               \
-  X(external_fragmentation, 1208) \
-  X(paused_tags, 1216)            \
-  X(paused_bytes, 1224)           \
-  X(backup_bytes, 1232)           \
-  X(num_pauses, 1240)             \
-  X(num_resumes, 1248)            \
-  X(num_resume_failures, 1256)    \
-  X(kept_backup_bytes, 1264)      \
-  X(alloc_cpu_ns, 1272)           \
-  X(alloc_cpu_calls, 1280)        \
-  X(create_calls, 1288)           \
-  X(create_ns, 1296)              \
-  X(release_calls, 1304)          \
-  X(release_ns, 1312)             \
-  X(map_calls, 1320)              \
-  X(map_ns, 1328)                 \
-  X(unmap_calls, 1336)            \
-  X(unmap_ns, 1344)               \
-  X(set_access_calls, 1352)       \
-  X(set_access_ns, 1360)          \
-  X(fence_wait_ns, 1368)
 #define FF_PIN_OFFSET(name, offset)                   \
   static_assert(offsetof(ff_stats_t, name) == offset, \
                 "ff_stats_t." #name " moved: an ABI change");
-FF_STATS_V1_OFFSETS(FF_PIN_OFFSET)
+FF_STATS_LAYOUT(FF_PIN_OFFSET)
 #undef FF_PIN_OFFSET
-#undef FF_STATS_V1_OFFSETS
-static_assert(sizeof(ff_stats_t) == 1376,
-              "ff_stats_t grew: a new layout needs a new FF_STATS_VERSION");
-// Every field of the lists is pinned above: the count of fields must match.
-#define FF_COUNT(name) +1
-static_assert(0 FF_STAT_ARRAY_FIELDS(FF_COUNT) == 9 &&
-                  0 FF_STAT_FIELDS(FF_COUNT) == 4 &&
-                  0 FF_COUNTER_FIELDS(FF_COUNT) == 16 &&
-                  0 FF_GAUGE_FIELDS(FF_COUNT) == 8 &&
-                  0 FF_SLEEP_FIELDS(FF_COUNT) == 7 &&
-                  0 FF_TIMING_FIELDS(FF_COUNT) == 13,
-              "a stat field was added or removed: pin ff_stats_t's layout");
+static_assert(sizeof(ff_stats_t) == FF_STATS_SIZE,
+              "ff_stats_t's size is not FF_STATS_SIZE: a new layout needs a "
+              "new FF_STATS_VERSION and size");
+#define FF_COUNT(...) +1
+// The table also pins u_alloc, u_active and external_fragmentation (doubles
+// outside the lists).
+static_assert(0 FF_STATS_LAYOUT(FF_COUNT) ==
+                  3 + 0 FF_STAT_ARRAY_FIELDS(FF_COUNT) FF_STAT_FIELDS(FF_COUNT)
+                          FF_COUNTER_FIELDS(FF_COUNT) FF_GAUGE_FIELDS(FF_COUNT)
+                              FF_SLEEP_FIELDS(FF_COUNT)
+                                  FF_TIMING_FIELDS(FF_COUNT),
+              "a stat field is not in FF_STATS_LAYOUT: pin its offset");
 #undef FF_COUNT
 
 }  // namespace

@@ -40,8 +40,7 @@ bool Active();
 void NoteCudaUse();
 void NoteEngineUse();
 
-// --- Devices (preload_state.cc)
-// -----------------------------------------------
+// --- Devices (preload_state.cc) ----------------------------------------------
 
 // The allocator serving `device`, created on first use; nullptr when fragfree
 // cannot serve it (reported once), and the caller forwards to the runtime.
@@ -60,8 +59,7 @@ int MaxServedDevice();  // one past the highest device index served
 DeviceAllocator* BlockRange(uintptr_t ptr, uintptr_t* base, size_t* size,
                             int* device = nullptr);
 
-// --- Streams (preload_streams.cc)
-// ---------------------------------------------
+// --- Streams (preload_streams.cc) --------------------------------------------
 
 // Stream handles as the engine sees them. cudaStreamLegacy (0x1) is normalised
 // to 0 for stream-ordered calls; the engine's arena for cudaMalloc blocks uses
@@ -98,8 +96,7 @@ cudaError_t IsCapturing(StreamHandle stream, bool* capturing);
 // destroyed while fragfree queries or records on it.
 std::shared_lock<std::shared_mutex> ShareStreams();
 
-// --- Memory pools (preload_state.cc)
-// ------------------------------------------
+// --- Memory pools (preload_state.cc) -----------------------------------------
 
 // The device's default pool (cached), or nullptr when the runtime fails.
 cudaMemPool_t DefaultPool(int device);
@@ -111,8 +108,7 @@ bool IsDefaultPool(cudaMemPool_t pool, int* device);
 bool CurrentPoolIsDefault(int device);
 void SetCurrentPoolIsDefault(int device, bool is_default);
 
-// --- Pinned host memory (preload_pinned.cc)
-// -----------------------------------
+// --- Pinned host memory (preload_pinned.cc) ----------------------------------
 
 struct PinnedCounters {
   int64_t allocs = 0;
@@ -124,8 +120,7 @@ struct PinnedCounters {
 };
 PinnedCounters GetPinnedCounters();
 
-// --- Errors and capture (preload_state.cc)
-// ------------------------------------
+// --- Errors and capture (preload_state.cc) -----------------------------------
 
 // Reports a fragfree error (handler or stderr) and maps it: out of memory →
 // cudaErrorMemoryAllocation, bad pointer or argument → cudaErrorInvalidValue.
@@ -146,8 +141,7 @@ class RelaxedCapture {
   bool swapped_ = false;
 };
 
-// --- Fork (preload_state.cc, preload_pinned.cc)
-// -------------------------------
+// --- Fork (preload_state.cc, preload_pinned.cc) ------------------------------
 
 void LockStateForFork();
 void UnlockStateAfterFork();
@@ -156,8 +150,7 @@ void ResetStateLocksInForkChild();
 void LockPinnedForFork();
 void UnlockPinnedAfterFork();
 
-// --- Implementation of the template above
-// -------------------------------------
+// --- Implementation of the template above ------------------------------------
 
 DeviceAllocator* ExistingServed(int device);
 template <typename Fn>

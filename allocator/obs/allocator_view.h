@@ -1,7 +1,7 @@
 // Read-only views of the allocator's state (arenas, blocks, mapped pages; the
 // pinned pool's chunks) that the engine and the pinned pool hand to reports
-// and snapshots, so obs/ never touches live
-// structures. Thread-safety: value types.
+// and snapshots, so obs/ never touches live structures. Thread-safety: value
+// types.
 #ifndef FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
 #define FRAGFREE_ALLOCATOR_OBS_ALLOCATOR_VIEW_H_
 

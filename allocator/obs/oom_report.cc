@@ -482,9 +482,14 @@ std::string OomReportText(const OomContext& ctx) {
   return OomReportText(ctx, DiagnoseOom(ctx));
 }
 
-std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
+namespace {
+
+// --- OomReportText's sections, in the order they are printed. ---
+
+// The request, the device and where fragfree's memory is.
+void AppendTextFigures(const OomContext& ctx, const OomDiagnosis& d,
+                       std::string& s) {
   const OomFacts& f = ctx.facts;
-  std::string s = OomHeadline(f);
   absl::StrAppendFormat(&s, "\n\nfragfree OOM report: device %d, stream %#x\n",
                         f.device, f.stream);
   if (!f.reason.empty()) absl::StrAppend(&s, "  why       ", f.reason, "\n");
@@ -510,6 +515,10 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
       FormatBytes(f.cached_bytes), FormatBytes(f.reclaimable_bytes),
       FormatBytes(d.stranded_bytes), FormatBytes(f.idle_bytes),
       FormatBytes(d.padding_bytes), FormatBytes(d.other_bytes));
+}
+
+// The gap and fragfree's effective gap, with their verdicts.
+void AppendTextFragmentation(const OomDiagnosis& d, std::string& s) {
   absl::StrAppendFormat(
       &s,
       "Fragmentation: gap %.1f%% (1 - allocated / reserved): %s (%s)\n"
@@ -517,6 +526,12 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
       "%s; reclaimable pages are not lost, fragfree remaps them\n\n",
       100 * d.gap, d.gap_verdict, GapRuleText(), 100 * d.effective_gap,
       d.effective_verdict);
+}
+
+// The cause, and what live memory is made of when that is known.
+void AppendTextDiagnosis(const OomContext& ctx, const OomDiagnosis& d,
+                         std::string& s) {
+  const OomFacts& f = ctx.facts;
   absl::StrAppend(&s, "Diagnosis (", OomCauseName(d.cause), "): ", d.summary,
                   "\n");
   if (d.split_known) {
@@ -551,6 +566,10 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
           "exact figures.\n");
     }
   }
+}
+
+// The notes and the advice, in order.
+void AppendTextAdvice(const OomDiagnosis& d, std::string& s) {
   if (!d.notes.empty()) {
     absl::StrAppend(&s, "\nNotes:\n");
     for (const std::string& n : d.notes) absl::StrAppend(&s, "  - ", n, "\n");
@@ -566,6 +585,10 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
     absl::StrAppend(&s, "  Already on, not suggested: ",
                     absl::StrJoin(d.skipped, ", "), "\n");
   }
+}
+
+// The largest live allocations, with their stacks.
+void AppendTextLargest(const OomDiagnosis& d, std::string& s) {
   if (!d.largest.empty()) {
     absl::StrAppend(&s, "\nLargest live allocations:\n");
     for (size_t i = 0; i < d.largest.size(); ++i) {
@@ -579,6 +602,17 @@ std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
       }
     }
   }
+}
+
+}  // namespace
+
+std::string OomReportText(const OomContext& ctx, const OomDiagnosis& d) {
+  std::string s = OomHeadline(ctx.facts);
+  AppendTextFigures(ctx, d, s);
+  AppendTextFragmentation(d, s);
+  AppendTextDiagnosis(ctx, d, s);
+  AppendTextAdvice(d, s);
+  AppendTextLargest(d, s);
   return s;
 }
 

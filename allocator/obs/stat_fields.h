@@ -87,4 +87,77 @@
   X(set_access_ns)          \
   X(fence_wait_ns)
 
+/* ff_stats_t's layout (fragfree.h), pinned: every field's byte offset and the
+ * struct's size for FF_STATS_VERSION. fragfree's build checks the struct
+ * against this table (shim/c_api.cc) and that every field of the lists above
+ * is in it, so a field added anywhere but at the end moves a pinned offset and
+ * fails the build. A caller's ff_stats_t.size below FF_STATS_SIZE is refused.
+ * Adding a field: append it to FF_TIMING_FIELDS (the struct's last list), its
+ * offset here, grow FF_STATS_SIZE and bump FF_STATS_VERSION. Versions: 1 up to
+ * external_fragmentation, 2 the sleep fields, 3 kept_backup_bytes, 4 the
+ * timing counters. */
+#define FF_STATS_VERSION 4
+#define FF_STATS_SIZE 1376
+#define FF_STATS_LAYOUT(X)        \
+  X(allocation, 8)                \
+  X(segment, 104)                 \
+  X(active, 200)                  \
+  X(inactive_split, 296)          \
+  X(allocated_bytes, 392)         \
+  X(reserved_bytes, 488)          \
+  X(active_bytes, 584)            \
+  X(inactive_split_bytes, 680)    \
+  X(requested_bytes, 776)         \
+  X(oversize_allocations, 872)    \
+  X(oversize_segments, 904)       \
+  X(mapped_bytes, 936)            \
+  X(idle_page_bytes, 968)         \
+  X(num_alloc_retries, 1000)      \
+  X(num_ooms, 1008)               \
+  X(max_split_size, 1016)         \
+  X(num_sync_all_streams, 1024)   \
+  X(num_device_alloc, 1032)       \
+  X(num_device_free, 1040)        \
+  X(pages_mapped, 1048)           \
+  X(pages_unmapped, 1056)         \
+  X(pages_remapped, 1064)         \
+  X(handles_created, 1072)        \
+  X(handles_released, 1080)       \
+  X(fences_recorded, 1088)        \
+  X(fence_waits, 1096)            \
+  X(num_streams, 1104)            \
+  X(num_arenas, 1112)             \
+  X(invalid_frees, 1120)          \
+  X(cached_free_bytes, 1128)      \
+  X(reclaimable_bytes, 1136)      \
+  X(largest_free_block, 1144)     \
+  X(total_free_va_mapped, 1152)   \
+  X(device_total_bytes, 1160)     \
+  X(device_free_bytes, 1168)      \
+  X(memory_limit_bytes, 1176)     \
+  X(page_size, 1184)              \
+  X(u_alloc, 1192)                \
+  X(u_active, 1200)               \
+  X(external_fragmentation, 1208) \
+  X(paused_tags, 1216)            \
+  X(paused_bytes, 1224)           \
+  X(backup_bytes, 1232)           \
+  X(num_pauses, 1240)             \
+  X(num_resumes, 1248)            \
+  X(num_resume_failures, 1256)    \
+  X(kept_backup_bytes, 1264)      \
+  X(alloc_cpu_ns, 1272)           \
+  X(alloc_cpu_calls, 1280)        \
+  X(create_calls, 1288)           \
+  X(create_ns, 1296)              \
+  X(release_calls, 1304)          \
+  X(release_ns, 1312)             \
+  X(map_calls, 1320)              \
+  X(map_ns, 1328)                 \
+  X(unmap_calls, 1336)            \
+  X(unmap_ns, 1344)               \
+  X(set_access_calls, 1352)       \
+  X(set_access_ns, 1360)          \
+  X(fence_wait_ns, 1368)
+
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

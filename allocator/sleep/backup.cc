@@ -143,8 +143,7 @@ void FreeHostChunks(BackupCopier* copier, const HostChunk* chunks, size_t n) {
   });
 }
 
-// --- BackupPool
-// ---------------------------------------------------------------
+// --- BackupPool --------------------------------------------------------------
 
 void BackupPool::Put(HostChunk c) {
   if (c.base == nullptr) return;
@@ -179,8 +178,7 @@ size_t BackupPool::Release() {
   return freed;
 }
 
-// --- Backup
-// -------------------------------------------------------------------
+// --- Backup ------------------------------------------------------------------
 
 // New chunks being got, in order, by helper threads (or, with one host
 // thread, by the caller when it needs each).

@@ -1,5 +1,5 @@
 """Training patterns where expandable segments stay below 0.97 utilisation, as
-allocation traces (issue 3: "write traces of such patterns yourself").
+allocation traces for the replay tool (docs/replay.md).
 
 Each pattern runs a few steps under PyTorch's native allocator with
 torch.cuda.memory._record_memory_history and writes the device trace in the

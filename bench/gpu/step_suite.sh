@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Step time and the hot path on the GPU (issue 19), from prebuilt binaries:
+# Step time and the hot path on the GPU, from prebuilt binaries:
 # builds nothing. LIB is libfragfree.so; the bench binaries are looked for in
 # LIB's bundle (../bin beside LIB's lib/, as scripts/make_gpu_bundle.sh packs
 # .carry/gpu) or $STEP_BIN. Logs and results go to a work folder packed into

@@ -1,7 +1,7 @@
 // Tests of the OOM report's renderings: JSON that parses, a self-contained
 // HTML page, plain words only (no internal names) in every rendering, and the
-// time for 100k blocks (printed, not asserted). With
-// FRAGFREE_OOM_EXAMPLE_DIR set, the example of docs/oom.md is written there as
+// time for 100k blocks (printed, not asserted). With FRAGFREE_OOM_EXAMPLE_DIR
+// set, the example of docs/oom.md is written there as
 // oom_example.{txt,json,html}.
 #include <time.h>
 

@@ -1,7 +1,8 @@
 """Memory snapshots in the torch.cuda.memory._snapshot() shape, and their files.
 
 Owns: assembling one snapshot dict from libfragfree's per-device
-ff_snapshot_json (``{"segments": [...], "device_traces": [[...]]}``), writing it
+ff_snapshot_json (``{"segments": [...], "device_traces": [[...]]}``, shaped by
+the library: allocator/obs/snapshot.h), writing it
 as a pickle that PyTorch's tools read (``python -m torch.cuda._memory_viz
 trace_plot``, pytorch.org/memory_viz) or as JSON, and ``check_pickle_opcodes``,
 which verifies a pickle uses only the opcodes MemoryViz's JavaScript unpickler
@@ -86,16 +87,14 @@ def build_snapshot(
         )
         return snap
     for d in devices:
+        # The library's JSON is already in torch's shape (every segment names
+        # its device; device_traces holds one list per device up to d): this
+        # only merges the devices and turns JSON into Python values.
         part = lib.snapshot(d) or {}
-        for seg in part.get("segments", []):
-            seg = _normalise(seg)
-            seg.setdefault("device", d)
-            snap["segments"].append(seg)
+        snap["segments"].extend(_normalise(seg) for seg in part.get("segments", []))
         traces = part.get("device_traces") or []
-        if include_traces and traces:
-            # Either [[this device's events]] or one list per device index.
-            mine = traces[0] if len(traces) == 1 else (traces[d] if d < len(traces) else [])
-            snap["device_traces"][d] = _normalise(mine)
+        if include_traces and d < len(traces):
+            snap["device_traces"][d] = _normalise(traces[d])
         for key, value in part.items():
             if key not in ("segments", "device_traces") and key not in snap:
                 snap[key] = _normalise(value)

@@ -28,7 +28,8 @@ typedef void* ff_stream_t;
  *    (ff_free, ff_record_stream, ff_allocation_size);
  *  - FF_DEVICE_ALL: every device fragfree serves (ff_empty_cache,
  *    ff_set_memory_fraction, ff_set_memory_limit, ff_reset_peak_stats,
- *    ff_reset_accumulated_stats, ff_check_invariants, ff_record_history);
+ *    ff_reset_accumulated_stats, ff_check_invariants, ff_record_history,
+ *    ff_paused_json, ff_ipc_sweep);
  *  - FF_DEVICE_DEFAULT: device 0, for the functions that describe one device
  *    (ff_get_stats, ff_stats_json, ff_snapshot_json, ff_bucket_advice_json,
  *    ff_dump_snapshot).
@@ -55,10 +56,10 @@ typedef struct ff_stat_t {
 } ff_stat_t;
 
 /* Statistics of one device; keys as torch.cuda.memory_stats() (docs/stats.md).
- * The fields come from the lists in fragfree/stat_fields.h; their layout for
- * FF_STATS_VERSION is pinned (every offset and the size) by static_asserts in
- * fragfree (shim/c_api.cc), so a field added anywhere but at the end of the
- * struct cannot shift it silently: a new layout needs a new version. */
+ * The fields come from the lists in fragfree/stat_fields.h, which also pins
+ * their layout (every offset and the size) for FF_STATS_VERSION: a field added
+ * anywhere but at the end of the struct fails fragfree's build, and a new
+ * layout needs a new version. */
 typedef struct ff_stats_t {
   uint32_t size;    /* sizeof(ff_stats_t), set by the caller */
   uint32_t version; /* FF_STATS_VERSION, set by fragfree */
@@ -83,7 +84,6 @@ typedef struct ff_stats_t {
   FF_TIMING_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;
-#define FF_STATS_VERSION 4
 
 /* Initialise with a configuration string (NULL: FRAGFREE_CONF). Optional: the
  * first call of any function initialises from FRAGFREE_CONF. An error once
@@ -307,7 +307,7 @@ FF_API ff_status_t ff_resume_ex(const char* const* tags, int ntags,
  * FF_RESUME_KEEP_BACKUP on every device; the backups of paused tags are not
  * touched. `freed` (may be NULL): the bytes freed. */
 FF_API ff_status_t ff_release_backup(size_t* freed);
-/* The tags of `device` (device < 0: every device in use) as JSON:
+/* The tags of `device` (FF_DEVICE_ALL: every device in use) as JSON:
  * {"devices":[{"device":0,"tags":[{"tag":"weights","paused":true,
  * "live_bytes":..,"live_allocations":..,"mapped_bytes":..,"backup_bytes":..,
  * "arenas":..}],"last_pause":{..},"last_resume":{..}}],
@@ -354,7 +354,7 @@ FF_API ff_status_t ff_ipc_export(const void* ptr, unsigned flags, void* handle,
  * lifetime rule holds. Unknown or already released ids are an error. */
 FF_API ff_status_t ff_ipc_release(uint64_t export_id);
 /* Frees exported blocks whose holders are all gone (dead consumers are
- * noticed here). device < 0: every device. */
+ * noticed here). device: an index, or FF_DEVICE_ALL. */
 FF_API ff_status_t ff_ipc_sweep(int device);
 typedef struct ff_ipc_mapping_t {
   void* ptr;     /* the block's first byte in this process */

@@ -356,8 +356,7 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     trace_trackers_.push_back(std::move(tracker));
   }
 
-  // --- graph pools
-  // ------------------------------------------------------------
+  // --- graph pools -----------------------------------------------------------
 
   void beginAllocateToPool(DeviceIndex device, MempoolId mempool_id,
                            std::function<bool(cudaStream_t)> filter) override {
