@@ -209,8 +209,9 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
                                               StreamHandle stream) {
   if (size == 0) return nullptr;
   MutexLock lock(&mu_);
-  ScopedCallTimer timer(&call_ticks_);
-  ++stats_.alloc_cpu_calls;
+  // Timed only with time_calls (two clock reads: Options::time_calls).
+  ScopedCallTimer timer(options_.time_calls ? &call_ticks_ : nullptr);
+  stats_.alloc_cpu_calls += options_.time_calls;
   request_sizes_.Note(size);
   if (size > limit_bytes_) {
     return OutOfMemory(size, size, stream, 0,
@@ -314,8 +315,9 @@ void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
 absl::Status DeviceAllocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   MutexLock lock(&mu_);
-  ScopedCallTimer timer(&call_ticks_);
-  ++stats_.alloc_cpu_calls;
+  // Timed only with time_calls (two clock reads: Options::time_calls).
+  ScopedCallTimer timer(options_.time_calls ? &call_ticks_ : nullptr);
+  stats_.alloc_cpu_calls += options_.time_calls;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   LiveEntry* it = live_.Find(addr);
   if (it == nullptr) {
