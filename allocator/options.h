@@ -52,6 +52,9 @@ struct Options {
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).
   bool stats_at_exit = false;
+  // Time the CPU spent inside every Malloc and Free (stats' alloc_cpu_ns and
+  // alloc_cpu_calls; two clock reads per call). Off: both stay 0.
+  bool time_calls = false;
   std::string snapshot_path;    // write a snapshot here at exit
   std::string oom_report_path;  // write OOM reports (text, JSON, HTML) here
   size_t trace_entries = 0;     // trace ring buffer capacity; 0 = off

@@ -1,11 +1,13 @@
 // CallClock: a cheap clock for timing the allocator's own calls (the CPU time
 // inside Malloc and Free, backend calls, fence waits; docs/stats.md, "Where
 // the time goes"). Reading it is one TSC read on x86-64 (the virtual counter
-// on AArch64, CLOCK_MONOTONIC elsewhere), a few ns, so it can run on every
-// call; sums of ticks become nanoseconds only when stats are read, at the rate
-// measured between the clock's first use and that read. Thread-safety:
-// CallTicks is a pure read; CallTicksToNs is safe from any thread (its base
-// reading is taken once, under a function-local static's guard).
+// on AArch64, CLOCK_MONOTONIC elsewhere); sums of ticks become nanoseconds
+// only when stats are read, at the rate measured between the clock's first
+// use and that read. A TSC read costs 10-20 ns on virtualised x86-64 hosts,
+// so the engine times every Malloc and Free only with Options::time_calls.
+// Thread-safety: CallTicks is a pure read; CallTicksToNs is safe from any
+// thread (its base reading is taken once, under a function-local static's
+// guard).
 #ifndef FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 #define FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 
@@ -34,12 +36,16 @@ inline uint64_t CallTicks() {
 // `ticks` (a sum of CallTicks differences) in nanoseconds.
 int64_t CallTicksToNs(uint64_t ticks);
 
-// Adds the ticks between its construction and destruction to *sum. The
+// Adds the ticks between its construction and destruction to *sum; with a
+// null `sum` it reads no clock and adds nothing (timing switched off). The
 // caller guarantees *sum is not written concurrently (the allocator's lock).
 class ScopedCallTimer {
  public:
-  explicit ScopedCallTimer(uint64_t* sum) : sum_(sum), start_(CallTicks()) {}
-  ~ScopedCallTimer() { *sum_ += CallTicks() - start_; }
+  explicit ScopedCallTimer(uint64_t* sum)
+      : sum_(sum), start_(sum != nullptr ? CallTicks() : 0) {}
+  ~ScopedCallTimer() {
+    if (sum_ != nullptr) *sum_ += CallTicks() - start_;
+  }
   ScopedCallTimer(const ScopedCallTimer&) = delete;
   ScopedCallTimer& operator=(const ScopedCallTimer&) = delete;
 

@@ -7,10 +7,14 @@
 // latency spike of O(capacity)). The array doubles as the live count grows,
 // and is on the metadata arena, huge-page backed where the kernel allows
 // (base/huge_pages.h).
-// Thread-safety: guarded by the owning DeviceAllocator's lock.
+// Thread-safety: guarded by the owning DeviceAllocator's lock, except Prefetch,
+// which may run without it (it reads the table's location through relaxed
+// atomics and only hints the cache: a stale or torn reading prefetches the
+// wrong line, never faults).
 #ifndef FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
 #define FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,16 +37,26 @@ static_assert(sizeof(LiveEntry) == 32, "two entries per cache line");
 class LiveTable {
  public:
   LiveTable() { Allocate(kMinCapacity); }
-  ~LiveTable() { FreeHostTable(slots_, capacity() * sizeof(LiveEntry)); }
+  ~LiveTable() { FreeHostTable(slots(), capacity() * sizeof(LiveEntry)); }
   LiveTable(const LiveTable&) = delete;
   LiveTable& operator=(const LiveTable&) = delete;
 
+  // Starts loading the home slot of `addr` (Find's first probe, the cache
+  // miss of a free once the table outgrows the caches). Safe without the lock.
+  void Prefetch(uintptr_t addr) const {
+    const uintptr_t table =
+        reinterpret_cast<uintptr_t>(slots_.load(std::memory_order_relaxed));
+    const int shift = shift_.load(std::memory_order_relaxed);
+    __builtin_prefetch(reinterpret_cast<const void*>(
+        table + HomeAt(addr, shift) * sizeof(LiveEntry)));
+  }
   // The entry of `addr`, or nullptr. The pointer is valid until the next
   // Insert or Erase.
   LiveEntry* Find(uintptr_t addr) {
+    LiveEntry* const slots = this->slots();
     for (size_t i = Home(addr);; i = (i + 1) & mask_) {
-      if (slots_[i].addr == addr) return &slots_[i];
-      if (slots_[i].addr == 0) return nullptr;
+      if (slots[i].addr == addr) return &slots[i];
+      if (slots[i].addr == 0) return nullptr;
     }
   }
   const LiveEntry* Find(uintptr_t addr) const {
@@ -53,69 +67,80 @@ class LiveTable {
     FF_DCHECK(entry.addr != 0 && Find(entry.addr) == nullptr,
               "LiveTable::Insert of a bad or present address");
     if (2 * (size_ + 1) > capacity()) Grow();
+    LiveEntry* const slots = this->slots();
     size_t i = Home(entry.addr);
-    while (slots_[i].addr != 0) i = (i + 1) & mask_;
-    slots_[i] = entry;
+    while (slots[i].addr != 0) i = (i + 1) & mask_;
+    slots[i] = entry;
     ++size_;
   }
   // REQUIRES: `entry` is from Find.
   void Erase(LiveEntry* entry) {
     // Backward shift: move later entries of the probe run into the hole when
     // that keeps them reachable from their home slot.
-    size_t hole = size_t(entry - slots_);
-    for (size_t j = (hole + 1) & mask_; slots_[j].addr != 0;
+    LiveEntry* const slots = this->slots();
+    size_t hole = size_t(entry - slots);
+    for (size_t j = (hole + 1) & mask_; slots[j].addr != 0;
          j = (j + 1) & mask_) {
-      const size_t home = Home(slots_[j].addr);
+      const size_t home = Home(slots[j].addr);
       if (((j - home) & mask_) >= ((j - hole) & mask_)) {
-        slots_[hole] = slots_[j];
+        slots[hole] = slots[j];
         hole = j;
       }
     }
-    slots_[hole] = LiveEntry();
+    slots[hole] = LiveEntry();
     --size_;
   }
   void Clear() {
-    for (size_t i = 0; i < capacity(); ++i) slots_[i] = LiveEntry();
+    LiveEntry* const slots = this->slots();
+    for (size_t i = 0; i < capacity(); ++i) slots[i] = LiveEntry();
     size_ = 0;
   }
   size_t size() const { return size_; }
   // Calls fn(LiveEntry&) for every entry; fn must not insert or erase.
   template <typename Fn>
   void ForEach(Fn&& fn) {
+    LiveEntry* const slots = this->slots();
     for (size_t i = 0; i < capacity(); ++i) {
-      if (slots_[i].addr != 0) fn(slots_[i]);
+      if (slots[i].addr != 0) fn(slots[i]);
     }
   }
 
  private:
   static constexpr size_t kMinCapacity = 256;
   size_t capacity() const { return mask_ + 1; }
-  size_t Home(uintptr_t addr) const {
-    return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift_);
+  static size_t HomeAt(uintptr_t addr, int shift) {
+    return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift);
   }
+  size_t Home(uintptr_t addr) const {
+    return HomeAt(addr, shift_.load(std::memory_order_relaxed));
+  }
+  LiveEntry* slots() const { return slots_.load(std::memory_order_relaxed); }
   void Allocate(size_t capacity) {
-    slots_ = static_cast<LiveEntry*>(
+    LiveEntry* const slots = static_cast<LiveEntry*>(
         AllocateHostTable(capacity * sizeof(LiveEntry)));
-    for (size_t i = 0; i < capacity; ++i) new (&slots_[i]) LiveEntry();
+    for (size_t i = 0; i < capacity; ++i) new (&slots[i]) LiveEntry();
+    slots_.store(slots, std::memory_order_relaxed);
     mask_ = capacity - 1;
-    shift_ = 64 - __builtin_ctzll(capacity);
+    shift_.store(64 - __builtin_ctzll(capacity), std::memory_order_relaxed);
   }
   void Grow() {
-    LiveEntry* old = slots_;
+    LiveEntry* const old = slots();
     const size_t old_capacity = capacity();
     Allocate(2 * old_capacity);
+    LiveEntry* const slots = this->slots();
     for (size_t i = 0; i < old_capacity; ++i) {
       if (old[i].addr == 0) continue;
       size_t j = Home(old[i].addr);
-      while (slots_[j].addr != 0) j = (j + 1) & mask_;
-      slots_[j] = old[i];
+      while (slots[j].addr != 0) j = (j + 1) & mask_;
+      slots[j] = old[i];
     }
     FreeHostTable(old, old_capacity * sizeof(LiveEntry));
   }
 
-  LiveEntry* slots_ = nullptr;
+  // Atomic only for Prefetch's unlocked reads; written under the lock.
+  std::atomic<LiveEntry*> slots_{nullptr};
   size_t mask_ = 0;
-  int shift_ = 64;
+  std::atomic<int> shift_{64};
   size_t size_ = 0;
 };
 

@@ -123,6 +123,11 @@ def run_env(mode, lib, device):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if mode == "ff-preload" and device != "cpu":
         env["LD_PRELOAD"] = lib
+    if mode.startswith("ff-"):
+        # The per-call CPU time (alloc_cpu_ns) is read only with time_calls on
+        # (two TSC reads per call; off by default).
+        conf = env.get("FRAGFREE_CONF", "")
+        env["FRAGFREE_CONF"] = "time_calls:True" + ("," + conf if conf else "")
     return env
 
 

@@ -1,8 +1,11 @@
 // Unit tests of the policy layer: size rounding (PyTorch's rules, buckets), the
 // free index (best fit, bins, removal), the live table (against a map, through
-// growth and deletions inside probe runs) and the quick cache.
+// growth and deletions inside probe runs, prefetched without a lock) and the
+// quick cache.
+#include <atomic>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "allocator/blocks/free_index.h"
 #include "allocator/blocks/live_table.h"
@@ -132,6 +135,32 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   table.Clear();
   EXPECT_EQ(table.size(), 0u);
   EXPECT_EQ(table.Find(model.begin()->first), nullptr);
+}
+
+// Prefetch runs without the owner's lock while the table grows and shrinks
+// under it (Free prefetches before locking): it must leave the table intact
+// (and, under TSan, race with nothing).
+TEST(LiveTable, PrefetchWithoutTheLockWhileTheTableGrows) {
+  LiveTable table;
+  std::atomic<bool> stop{false};
+  std::thread prefetcher([&] {
+    for (uintptr_t a = 512; !stop.load(std::memory_order_relaxed); a += 512) {
+      table.Prefetch(a);
+    }
+  });
+  for (uintptr_t a = 512; a <= 512 * 20000; a += 512) {
+    LiveEntry entry;
+    entry.addr = a;
+    table.Insert(entry);
+  }
+  for (uintptr_t a = 512; a <= 512 * 20000; a += 1024) {
+    table.Erase(table.Find(a));
+  }
+  stop = true;
+  prefetcher.join();
+  EXPECT_EQ(table.size(), 10000u);
+  EXPECT_EQ(table.Find(512), nullptr);
+  ASSERT_NE(table.Find(1024), nullptr);
 }
 
 TEST(QuickCache, LastInFirstOutPerSizeWithinItsBounds) {

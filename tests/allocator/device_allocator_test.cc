@@ -53,6 +53,25 @@ TEST(DeviceAllocator, SameStreamReusesAtOnce) {
   EXPECT_EQ(f.events->records(), 0) << "the hot path must not record events";
 }
 
+// The per-call CPU timing counts only when time_calls is on; off (the
+// default), alloc_cpu_ns and alloc_cpu_calls stay 0 rather than undercount.
+TEST(DeviceAllocator, CallTimingCountsOnlyWhenOn) {
+  for (const bool on : {false, true}) {
+    Options o;
+    o.time_calls = on;
+    Fixture f = Make(4, o);
+    void* p = *f.a->Malloc(10000, kS1);
+    ASSERT_TRUE(f.a->Free(p).ok());
+    const DeviceStats s = f.a->GetStats();
+    EXPECT_EQ(s.alloc_cpu_calls, on ? 2 : 0) << "time_calls " << on;
+    if (on) {
+      EXPECT_GE(s.alloc_cpu_ns, 0);
+    } else {
+      EXPECT_EQ(s.alloc_cpu_ns, 0);
+    }
+  }
+}
+
 // A small freed block waits whole in its arena's quick cache for the next
 // request of its size on its stream; everyone else sees free memory.
 TEST(DeviceAllocatorQuickCache, KeepsASmallFreedBlockWholeForItsSize) {

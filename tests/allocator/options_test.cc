@@ -25,7 +25,7 @@ bool SameOptions(const Options& a, const Options& b) {
          a.rounding.buckets == b.rounding.buckets &&
          a.reclaim_before_grow == b.reclaim_before_grow &&
          a.grow_slack == b.grow_slack && a.va_factor == b.va_factor &&
-         a.stats_at_exit == b.stats_at_exit &&
+         a.stats_at_exit == b.stats_at_exit && a.time_calls == b.time_calls &&
          a.snapshot_path == b.snapshot_path &&
          a.oom_report_path == b.oom_report_path &&
          a.trace_entries == b.trace_entries &&
@@ -36,11 +36,12 @@ bool SameOptions(const Options& a, const Options& b) {
 TEST(Options, DefaultsAndKeys) {
   Options o = *Options::Parse("");
   EXPECT_EQ(o.backend, BackendKind::kCuda);
+  EXPECT_FALSE(o.time_calls);
   o = *Options::Parse(
       "backend:host, host_capacity_mb:64,host_granularity_kb:64,"
       "reclaim_before_grow:False,per_process_memory_fraction:0.5,"
       "memory_limit_mb:32,stats_at_exit:True,trace_entries:1000,"
-      "snapshot_path:/tmp/a:b.pickle,va_factor:4");
+      "snapshot_path:/tmp/a:b.pickle,va_factor:4,time_calls:True");
   EXPECT_EQ(o.backend, BackendKind::kHost);
   EXPECT_EQ(o.host_capacity_bytes, 64u << 20);
   EXPECT_EQ(o.host_granularity_bytes, 64u << 10);
@@ -51,6 +52,7 @@ TEST(Options, DefaultsAndKeys) {
   EXPECT_EQ(o.trace_entries, 1000u);
   EXPECT_EQ(o.snapshot_path, "/tmp/a:b.pickle");
   EXPECT_EQ(o.va_factor, 4u);
+  EXPECT_TRUE(o.time_calls);
 }
 
 TEST(Options, RoundupPower2DivisionsBothForms) {
@@ -211,7 +213,7 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
             "grow_slack, grow_for_pending_frees, va_factor, stats_at_exit, "
-            "snapshot_path, "
+            "time_calls, snapshot_path, "
             "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
   std::vector<std::string> names;
   for (const Options::KeyDoc& k : Options::Keys()) names.emplace_back(k.name);

@@ -27,9 +27,9 @@ void Capture(ff_status_t status, const char* message, void* arg) {
 class CApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(
-        ff_init("backend:host,host_capacity_mb:16,host_granularity_kb:64"),
-        FF_OK)
+    ASSERT_EQ(ff_init("backend:host,host_capacity_mb:16,host_granularity_kb:64,"
+                      "time_calls:True"),
+              FF_OK)
         << ff_last_error();
   }
   void SetUp() override {
