@@ -15,6 +15,14 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
     case ReclaimFirst::kAuto:
       break;
   }
+  // While blocks freed with record_stream wait for another stream, grow:
+  // reclaiming would wait for the GPU or move pages every step, and a wait
+  // lets the GPU retire those blocks, so the high-water mark below would never
+  // reach what the program holds with the CPU running ahead. Note [Pending
+  // frees count as in use].
+  if (grow_for_pending_frees_ && facts.active_bytes > facts.allocated_bytes) {
+    return false;
+  }
   // Grow freely up to a little above the most memory the program has ever had
   // in use; past that, growing would only add cached (wasted) pages. Note
   // [Pending frees count as in use] says which bytes are in use.
@@ -26,16 +34,6 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
   const double mapped_after =
       double(facts.mapped_bytes) + double(facts.bytes_to_map);
   return mapped_after > (1.0 + grow_slack_) * high_water;
-}
-
-bool BestFitPolicy::WaitsForHoles(const GrowthFacts& facts) const {
-  // While blocks freed with record_stream wait for another stream, a wait
-  // here would let the GPU catch up and retire them, so the active high-water
-  // mark would never reach what the program holds with the CPU running ahead,
-  // and every step would wait and move pages again. Note [Pending frees count
-  // as in use].
-  return !(grow_for_pending_frees_ &&
-           facts.active_bytes > facts.allocated_bytes);
 }
 
 void BestFitPolicy::ForEachReclaimable(

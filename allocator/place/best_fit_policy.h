@@ -33,7 +33,6 @@ class BestFitPolicy final : public PlacementPolicy {
     return nullptr;
   }
   bool ShouldReclaimFirst(const GrowthFacts& facts) const override;
-  bool WaitsForHoles(const GrowthFacts& facts) const override;
   void ForEachReclaimable(
       const MetadataVector<std::unique_ptr<Arena>>& arenas,
       const ReclaimQueue& queue,

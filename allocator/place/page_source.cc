@@ -79,8 +79,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     // step are exactly the ones whose pages the request needs. See Note
     // [Reclaim before grow].
     if (status.ok()) {
-      status = Reclaim(count, /*wait=*/p_.policy->WaitsForHoles(facts), scope,
-                       &pages, &moved_pages_);
+      status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
     }
   }
   while (status.ok() && pages.size() < count) {

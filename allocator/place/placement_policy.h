@@ -47,10 +47,6 @@ class PlacementPolicy : public MetadataObject {
                       size_t requested) const = 0;
   // Whether to reclaim cached pages before creating new ones.
   virtual bool ShouldReclaimFirst(const GrowthFacts& facts) const = 0;
-  // When ShouldReclaimFirst said so: whether to wait for the GPU to pass a
-  // hole's last use (false: take only holes known to be past it, and create
-  // the rest while the device has room).
-  virtual bool WaitsForHoles(const GrowthFacts& facts) const = 0;
   // Visits the free blocks that hold whole mapped pages, in the order their
   // pages should be reclaimed, until `visit` returns false. `arenas` is every
   // arena of the device, `queue` its reclaim queue; `visit` may take the

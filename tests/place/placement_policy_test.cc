@@ -95,36 +95,43 @@ TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
 }
 
-// Blocks freed while another stream may still use them (active, not
-// allocated) count as in use with grow_for_pending_frees, not without.
-TEST(BestFitPolicy, PendingFreesCountAsInUseWhenAsked) {
+// Once pending blocks have retired, the most bytes ever active (allocated or
+// pending) is the mark with grow_for_pending_frees, the most ever allocated
+// without.
+TEST(BestFitPolicy, ActiveHighWaterIsTheMarkWhenAsked) {
   GrowthFacts facts{.allocated_high_water = 50 * int64_t(kPage),
                     .allocated_bytes = 40 * int64_t(kPage),
                     .active_high_water = 100 * int64_t(kPage),
-                    .active_bytes = 90 * int64_t(kPage),
+                    .active_bytes = 40 * int64_t(kPage),
                     .block_bytes = kPage,
                     .mapped_bytes = 96 * int64_t(kPage),
                     .bytes_to_map = kPage};
   // 97 pages mapped after: within 1.03 x 100 active, far above 1.03 x 50.
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
   EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
-  // The request raises the active mark too: 90 + 20 active after it.
-  facts.block_bytes = 20 * kPage;
+  facts.bytes_to_map = 8 * kPage;  // 104 > 103
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
+  // The request raises the mark it is measured against: 40 + 70 after it.
+  facts.block_bytes = 70 * kPage;
   facts.bytes_to_map = 16 * kPage;  // 112 <= 1.03 x 110
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
-  facts.bytes_to_map = 18 * kPage;  // 114 > 113.3
-  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
 }
 
-// Holes are waited for unless blocks freed with record_stream are pending
-// and grow_for_pending_frees is on.
-TEST(BestFitPolicy, NoWaitForHolesWhilePendingFreesAreCountedAsInUse) {
-  GrowthFacts facts{.allocated_bytes = 40 * int64_t(kPage),
-                    .active_bytes = 40 * int64_t(kPage)};
-  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).WaitsForHoles(facts));
-  facts.active_bytes = 41 * int64_t(kPage);  // one block pending
-  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).WaitsForHoles(facts));
-  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).WaitsForHoles(facts));
+// While blocks freed with record_stream are pending (active > allocated), the
+// engine grows instead of reclaiming, with grow_for_pending_frees only.
+TEST(BestFitPolicy, GrowsWhilePendingFreesAreCountedAsInUse) {
+  GrowthFacts facts{.allocated_high_water = 40 * int64_t(kPage),
+                    .allocated_bytes = 40 * int64_t(kPage),
+                    .active_high_water = 40 * int64_t(kPage),
+                    .active_bytes = 40 * int64_t(kPage),
+                    .block_bytes = kPage,
+                    .mapped_bytes = 80 * int64_t(kPage),
+                    .bytes_to_map = kPage};
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
+  facts.allocated_bytes = 39 * int64_t(kPage);  // one block pending
+  EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(BestFitPolicy(R::kAlways, 0.03, true).ShouldReclaimFirst(facts));
 }
 
 TEST_F(PlacementTest, ReclaimVisitsRemaindersBeforeHolesAndStops) {
