@@ -400,12 +400,11 @@ constexpr KeyRow kKeys[] = {
     {{"grow_for_pending_frees", "`True`",
       "in `reclaim_before_grow:auto`, blocks freed while another stream may "
       "still use them (`record_stream`) count as in use, and while any are "
-      "pending a request creates pages rather than wait for the GPU to pass "
-      "a hole: memory grows to hold them, as PyTorch's allocator does, "
-      "instead of the CPU waiting and moving pages every step (FSDP-style "
-      "prefetch on a side stream); `False` counts allocated bytes only (less "
-      "memory, more page moves and waits). See docs/design.md, Note [Pending "
-      "frees count as in use]"},
+      "pending a request creates pages instead of reclaiming (waiting for the "
+      "GPU and moving pages every step): memory grows to hold them, as "
+      "PyTorch's allocator does (FSDP-style prefetch on a side stream); "
+      "`False` counts allocated bytes only (less memory, more page moves and "
+      "waits). See docs/design.md, Note [Pending frees count as in use]"},
      Word<SetGrowForPendingFrees>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},

@@ -45,8 +45,8 @@ struct Options {
   // In `auto`, whether blocks the program freed while another stream's
   // recorded use (record_stream) may still be running count as in use: the
   // high-water mark is then of active bytes, and while such blocks are pending
-  // a request creates pages rather than wait for the GPU to pass a hole. See
-  // Note [Pending frees count as in use].
+  // a request creates pages instead of reclaiming. See Note [Pending frees
+  // count as in use].
   bool grow_for_pending_frees = true;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;

@@ -4,7 +4,9 @@
 // Growth: with reclaim_before_grow auto, a request grows freely up to
 // (1 + grow_slack) x the most memory ever in use at once (active bytes with
 // grow_for_pending_frees, else allocated bytes), and reclaims cached pages
-// first past that; True always reclaims first, False never.
+// first past that, except while record_stream frees are pending (with
+// grow_for_pending_frees: Note [Pending frees count as in use]); True always
+// reclaims first, False never.
 // Reclaim order: split remainders first (arena by arena, largest first), then
 // holes, oldest first (Note [Where pages come from]).
 // Thread-safety: see placement_policy.h.

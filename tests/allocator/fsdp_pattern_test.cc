@@ -147,7 +147,7 @@ double ReservedOverActive(const FsdpResult& r) {
 // [Mapped-first placement]), and the weights freed with record_stream count as
 // in use, so the engine holds their pages instead of waiting for the GPU and
 // moving pages between the streams; while such frees are pending it creates
-// pages rather than wait (Note [Pending frees count as in use]).
+// pages instead of reclaiming (Note [Pending frees count as in use]).
 // Lag 0 and 8 are a GPU close behind; 40 a few layers behind; 100000 a whole
 // step behind (the CPU waits only at the step's end).
 TEST(FsdpPattern, FewRemapsPerStepInSteadyState) {
