@@ -74,13 +74,24 @@ TEST_F(PlacementTest, FindTakesTheFirstArenaWithAFit) {
   EXPECT_EQ(policy.Find(list, 16 * kPage, 16 * kPage), nullptr);
 }
 
+// Growth facts in pages: the high-water marks and current bytes allocated and
+// active, mapped now; the request's block is one page and lacks one page.
+GrowthFacts FactsInPages(int64_t allocated_high_water, int64_t allocated,
+                         int64_t active_high_water, int64_t active,
+                         int64_t mapped) {
+  const int64_t page = int64_t(kPage);
+  return GrowthFacts{.allocated_high_water = allocated_high_water * page,
+                     .allocated_bytes = allocated * page,
+                     .active_high_water = active_high_water * page,
+                     .active_bytes = active * page,
+                     .block_bytes = kPage,
+                     .mapped_bytes = mapped * page,
+                     .bytes_to_map = kPage};
+}
+
 // (Allocated bytes as the measure: grow_for_pending_frees off.)
 TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
-  GrowthFacts facts{.allocated_high_water = 100 * int64_t(kPage),
-                    .allocated_bytes = 50 * int64_t(kPage),
-                    .block_bytes = kPage,
-                    .mapped_bytes = 100 * int64_t(kPage),
-                    .bytes_to_map = kPage};
+  GrowthFacts facts = FactsInPages(100, 50, 0, 0, /*mapped=*/100);
   EXPECT_TRUE(BestFitPolicy(R::kAlways, 0.03, false).ShouldReclaimFirst(facts));
   EXPECT_FALSE(BestFitPolicy(R::kNever, 0.03, false).ShouldReclaimFirst(facts));
   // auto: 101 pages mapped after <= 1.03 x 100 allocated at most: grow.
@@ -99,13 +110,7 @@ TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
 // pending) is the mark with grow_for_pending_frees, the most ever allocated
 // without.
 TEST(BestFitPolicy, ActiveHighWaterIsTheMarkWhenAsked) {
-  GrowthFacts facts{.allocated_high_water = 50 * int64_t(kPage),
-                    .allocated_bytes = 40 * int64_t(kPage),
-                    .active_high_water = 100 * int64_t(kPage),
-                    .active_bytes = 40 * int64_t(kPage),
-                    .block_bytes = kPage,
-                    .mapped_bytes = 96 * int64_t(kPage),
-                    .bytes_to_map = kPage};
+  GrowthFacts facts = FactsInPages(50, 40, 100, 40, /*mapped=*/96);
   // 97 pages mapped after: within 1.03 x 100 active, far above 1.03 x 50.
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
   EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
@@ -120,13 +125,7 @@ TEST(BestFitPolicy, ActiveHighWaterIsTheMarkWhenAsked) {
 // While blocks freed with record_stream are pending (active > allocated), the
 // engine grows instead of reclaiming, with grow_for_pending_frees only.
 TEST(BestFitPolicy, GrowsWhilePendingFreesAreCountedAsInUse) {
-  GrowthFacts facts{.allocated_high_water = 40 * int64_t(kPage),
-                    .allocated_bytes = 40 * int64_t(kPage),
-                    .active_high_water = 40 * int64_t(kPage),
-                    .active_bytes = 40 * int64_t(kPage),
-                    .block_bytes = kPage,
-                    .mapped_bytes = 80 * int64_t(kPage),
-                    .bytes_to_map = kPage};
+  GrowthFacts facts = FactsInPages(40, 40, 40, 40, /*mapped=*/80);
   EXPECT_TRUE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
   facts.allocated_bytes = 39 * int64_t(kPage);  // one block pending
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, true).ShouldReclaimFirst(facts));
