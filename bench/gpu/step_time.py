@@ -1,5 +1,5 @@
 """Step time under each allocator, alternated over rounds so that the drift of a
-shared GPU machine falls on every allocator alike (issue 19, item 1).
+shared GPU machine falls on every allocator alike.
 
   python3 bench/gpu/step_time.py --lib path/to/libfragfree.so --out DIR
       [--workloads gpt2,gpt2+ckpt,llama+ckpt,fsdp,moe]
@@ -24,7 +24,10 @@ order rotated by one each round. A run: --warmup steps, then --steps timed
 steps (each ends with a synchronise); fragfree's stats are read before and
 after the timed steps, so the per-step figures (CPU time inside fragfree's
 Malloc and Free, backend calls and their time, pages remapped, fence waits)
-cover exactly the timed steps (docs/stats.md, "Where the time goes").
+cover exactly the timed steps (docs/stats.md, "Where the time goes"); each
+run's RESULT line also carries ff_series, the same stats read after every
+timed step (pages created and remapped, fence waits, reserved bytes): how
+fragfree's memory converges, step by step.
 
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
@@ -54,6 +57,9 @@ FF_COUNTERS = ("alloc_cpu_ns", "alloc_cpu_calls", "map_calls", "map_ns", "unmap_
                "release_calls", "release_ns", "pages_mapped", "pages_unmapped",
                "pages_remapped", "fence_waits", "fence_wait_ns", "fences_recorded",
                "num_alloc_retries")
+# Read after every timed step (counters as deltas, gauges as they are).
+FF_SERIES = ("create_calls", "pages_remapped", "fence_waits",
+             "reserved_bytes.all.current")
 
 
 def child(args):
@@ -89,12 +95,22 @@ def child(args):
         wl.step()
     before = ff_stats()
     times, losses = [], []
+    # Per timed step, outside the timing: pages created / remapped, fence waits
+    # and reserved bytes (how fragfree converges, step by step).
+    series = {k: [] for k in FF_SERIES} if ff is not None else None
+    last = before
     for _ in range(args.steps):
         if not cpu:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
+        if series is not None and last is not None:
+            now = ff_stats()
+            for k in FF_SERIES:
+                gauge = k.endswith(".current")
+                series[k].append(now.get(k, 0) - (0 if gauge else last.get(k, 0)))
+            last = now
     after = ff_stats()
     res = dict(workload=args.child_workload, mode=mode, steps=len(times),
                step_ms=[round(1000 * t, 3) for t in times],
@@ -105,6 +121,7 @@ def child(args):
         per_step = {k: (after.get(k, 0) - before.get(k, 0)) / max(1, len(times))
                     for k in FF_COUNTERS}
         res["ff_per_step"] = {k: round(v, 2) for k, v in per_step.items()}
+        res["ff_series"] = series
         res["peak_reserved"] = after["reserved_bytes.all.peak"]
         res["peak_allocated"] = after["allocated_bytes.all.peak"]
     elif not cpu:
