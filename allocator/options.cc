@@ -16,6 +16,7 @@
 #include "allocator/base/config_tokens.h"
 #include "allocator/base/units.h"
 #include "allocator/obs/bucket_advisor.h"
+#include "allocator/phys/backend_registry.h"
 
 namespace fragfree {
 namespace {
@@ -102,15 +103,8 @@ absl::Status Word(std::string_view key, const Tokens& t, size_t& i,
 }
 
 absl::Status SetBackend(std::string_view key, std::string_view v, Options& o) {
-  if (v == "cuda") {
-    o.backend = BackendKind::kCuda;
-  } else if (v == "host") {
-    o.backend = BackendKind::kHost;
-  } else if (v == "simulated") {
-    o.backend = BackendKind::kSimulated;
-  } else {
-    return BadValue(key, v, "cuda, host or simulated");
-  }
+  if (FindBackend(v) == nullptr) return BadValue(key, v, BackendNames());
+  o.backend = std::string(v);
   return absl::OkStatus();
 }
 
@@ -357,11 +351,13 @@ struct KeyRow {
   KeyParser parse;
 };
 
+// A row whose documentation is allocator/phys/backend_registry.cc's
+// BackendsDoc(), so that a new backend is documented where it is listed.
+constexpr std::string_view kFromBackendTable = "(the backend table)";
+
 constexpr KeyRow kKeys[] = {
-    {{"backend", "`cuda`",
-      "`cuda` (driver VMM), `host` (memfd + mmap emulation, real host memory), "
-      "`simulated` (bookkeeping only)"},
-     Word<SetBackend>},
+    // The documentation is the backend table's (kFromBackendTable).
+    {{"backend", "`cuda`", kFromBackendTable}, Word<SetBackend>},
     {{"host_capacity_mb", "1024",
       "physical memory of the host / simulated device"},
      Word<SetHostCapacity>},
@@ -471,7 +467,10 @@ const std::vector<Options::KeyDoc>& Options::Keys() {
   // Never destroyed: exit handlers may parse options after static destruction.
   static const auto* const docs = [] {
     auto* v = new std::vector<KeyDoc>;
-    for (const KeyRow& row : kKeys) v->push_back(row.doc);
+    for (const KeyRow& row : kKeys) {
+      v->push_back(row.doc);
+      if (row.doc.doc == kFromBackendTable) v->back().doc = BackendsDoc();
+    }
     return v;
   }();
   return *docs;
@@ -488,10 +487,10 @@ const std::vector<std::string>& Options::KnownKeys() {
 
 std::string Options::MarkdownTable() {
   std::string out = "| key | default | meaning |\n|---|---|---|\n";
-  for (const KeyRow& row : kKeys) {
+  for (const KeyDoc& doc : Keys()) {
     for (std::string_view part :
-         {std::string_view("| `"), row.doc.name, std::string_view("` | "),
-          row.doc.default_text, std::string_view(" | "), row.doc.doc,
+         {std::string_view("| `"), doc.name, std::string_view("` | "),
+          doc.default_text, std::string_view(" | "), doc.doc,
           std::string_view(" |\n")}) {
       out.append(part);
     }

@@ -21,10 +21,9 @@ namespace fragfree {
 // The largest `bucket_sample` (one request in N goes to the histogram).
 inline constexpr uint64_t kMaxBucketSample = uint64_t{1} << 20;
 
-enum class BackendKind { kCuda, kHost, kSimulated };
-
 struct Options {
-  BackendKind backend = BackendKind::kCuda;
+  // A name in allocator/phys/backend_registry.cc's table.
+  std::string backend = "cuda";
   size_t host_capacity_bytes = size_t{1} << 30;  // host/simulated backends
   size_t host_granularity_bytes = size_t{2} << 20;
   // Devices the host/simulated backends emulate (0 .. n-1), each with its own

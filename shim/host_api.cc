@@ -14,6 +14,7 @@
 #include "allocator/base/json.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/mutex.h"
+#include "allocator/phys/backend_registry.h"
 #include "allocator/stream/host_event_source.h"
 #include "fragfree/fragfree.h"
 #include "shim/runtime.h"
@@ -44,7 +45,7 @@ absl::StatusOr<PinnedHostAllocator*> Make() {
   if (!conf.ok()) return conf.status();
   std::unique_ptr<PinningBackend> backend;
   std::unique_ptr<EventSource> events;
-  if (options.backend == BackendKind::kCuda) {
+  if (!FindBackend(options.backend)->emulated) {
 #ifdef FRAGFREE_WITH_CUDA
     auto b = CudaPinningBackend::Create(
         conf->register_pages ? CudaPinningBackend::Mode::kRegister

@@ -9,12 +9,10 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/obs/snapshot.h"
-#include "allocator/phys/host_backend.h"
-#include "allocator/phys/simulated_backend.h"
+#include "allocator/phys/backend_registry.h"
 #include "allocator/stream/host_event_source.h"
 #include "shim/host_api.h"
 #ifdef FRAGFREE_WITH_CUDA
-#include "allocator/phys/cuda_vmm_backend.h"
 #include "allocator/stream/cuda_event_source.h"
 #endif
 
@@ -91,7 +89,7 @@ absl::Status Runtime::Shutdown() {
 absl::StatusOr<int> Runtime::DeviceCount() {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = EnsureOptionsLocked(); !s.ok()) return s;
-  if (options_.backend != BackendKind::kCuda) return options_.host_devices;
+  if (FindBackend(options_.backend)->emulated) return options_.host_devices;
 #ifdef FRAGFREE_WITH_CUDA
   absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
   if (!cu.ok()) return cu.status();
@@ -123,44 +121,35 @@ absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
         absl::StrFormat("fragfree: device index %d is out of range", device));
   }
   if (DeviceAllocator* d = Existing(device)) return d;
-  std::unique_ptr<PhysicalBackend> backend;
+  const BackendSpec& spec = *FindBackend(options_.backend);
+  if (spec.emulated && device >= options_.host_devices) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree: device %d does not exist: the %s backend emulates %d "
+        "device(s) (the host_devices option)",
+        device, spec.name, options_.host_devices));
+  }
+  absl::StatusOr<std::unique_ptr<PhysicalBackend>> backend = spec.create(
+      BackendParams{.device = device,
+                    .capacity_bytes = options_.host_capacity_bytes,
+                    .granularity_bytes = options_.host_granularity_bytes});
+  if (!backend.ok()) return backend.status();
   std::unique_ptr<EventSource> events;
-  if (options_.backend == BackendKind::kCuda) {
+  if (spec.emulated) {
+    events = std::make_unique<HostEventSource>();
+  } else {
 #ifdef FRAGFREE_WITH_CUDA
-    absl::StatusOr<std::unique_ptr<CudaVmmBackend>> b =
-        CudaVmmBackend::Create(device);
-    if (!b.ok()) return b.status();
     absl::StatusOr<std::unique_ptr<CudaEventSource>> e =
         CudaEventSource::Create(device);
     if (!e.ok()) return e.status();
-    backend = std::move(*b);
     events = std::move(*e);
 #else
     return absl::UnavailableError(
         "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
         "FRAGFREE_CONF=backend:host");
 #endif
-  } else {
-    if (device >= options_.host_devices) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "fragfree: device %d does not exist: the %s backend emulates %d "
-          "device(s) (the host_devices option)",
-          device, options_.backend == BackendKind::kHost ? "host" : "simulated",
-          options_.host_devices));
-    }
-    if (options_.backend == BackendKind::kHost) {
-      absl::StatusOr<std::unique_ptr<HostBackend>> b = HostBackend::Create(
-          options_.host_capacity_bytes, options_.host_granularity_bytes);
-      if (!b.ok()) return b.status();
-      backend = std::move(*b);
-    } else {
-      backend = std::make_unique<SimulatedBackend>(
-          options_.host_capacity_bytes, options_.host_granularity_bytes);
-    }
-    events = std::make_unique<HostEventSource>();
   }
   absl::StatusOr<std::unique_ptr<DeviceAllocator>> allocator =
-      DeviceAllocator::Create(device, options_, std::move(backend),
+      DeviceAllocator::Create(device, options_, std::move(*backend),
                               std::move(events));
   if (!allocator.ok()) return allocator.status();
   DeviceAllocator* raw = allocator->release();

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
   absl::StatusOr<Options> parsed = Options::Parse(conf ? conf : "");
   if (!parsed.ok()) return parsed.status();
   Options options = *parsed;
-  options.backend = BackendKind::kSimulated;
+  options.backend = "simulated";
   options.trace_entries = trace_entries;
   options.host_capacity_bytes = capacity;
   options.host_granularity_bytes = kPageBytes;

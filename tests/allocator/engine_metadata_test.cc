@@ -77,7 +77,7 @@ std::unique_ptr<DeviceAllocator> MakeDevice() {
       HostBackend::Create(4096 * kPage, kPage);  // 256 MiB
   if (!backend.ok()) abort();
   Options options;
-  options.backend = BackendKind::kHost;
+  options.backend = "host";
   absl::StatusOr<std::unique_ptr<DeviceAllocator>> device =
       DeviceAllocator::Create(0, options, std::move(*backend),
                               std::make_unique<HostEventSource>());

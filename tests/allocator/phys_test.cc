@@ -1,9 +1,15 @@
 // Unit tests of the physical backends: the host emulation keeps data across
 // remapping, enforces capacity and alignment, and rejects the misuse the driver
 // rejects; a forwarding decorator passes every call it does not override;
-// the fault injector fails exactly the calls it is told to.
+// the fault injector fails exactly the calls it is told to; the backend table
+// names, documents and makes every backend.
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "allocator/phys/backend_registry.h"
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/host_backend.h"
@@ -122,6 +128,30 @@ TEST(FaultInjectingBackend, FailsExactlyTheChosenCalls) {
   EXPECT_TRUE(b.Map(0, kPage, PhysHandle{1}).ok());
   EXPECT_EQ(b.FaultsInjected(), 3);
   EXPECT_EQ(b.Calls(BackendOp::kCreate), 3);
+}
+
+// The backend table: unique names, found by name, documented in order, and
+// every emulated backend made from the params with their capacity and page.
+TEST(BackendRegistry, NamesFindDocsAndFactories) {
+  std::vector<std::string_view> names;
+  for (const BackendSpec& spec : BackendSpecs()) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), spec.name), 0)
+        << spec.name;
+    names.push_back(spec.name);
+    EXPECT_EQ(FindBackend(spec.name), &spec);
+    EXPECT_NE(
+        BackendsDoc().find(absl::StrCat("`", std::string(spec.name), "` (")),
+        std::string::npos);
+    if (!spec.emulated) continue;
+    absl::StatusOr<std::unique_ptr<PhysicalBackend>> b = spec.create(
+        {.device = 0, .capacity_bytes = 8 << 20, .granularity_bytes = 2 << 20});
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->Name(), spec.name);
+    EXPECT_EQ((*b)->Granularity(), size_t{2} << 20);
+  }
+  EXPECT_EQ(BackendSpecs()[0].name, "cuda");  // the default
+  EXPECT_EQ(FindBackend("gpu"), nullptr);
+  EXPECT_EQ(BackendNames(), "cuda, host or simulated");
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ Device DecodeDevice(ByteReader& in) {
     abort();
   }
   d.options = *std::move(options);
-  d.options.backend = BackendKind::kHost;
+  d.options.backend = "host";
   return d;
 }
 

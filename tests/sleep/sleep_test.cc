@@ -316,7 +316,7 @@ FaultyDevice MakeFaultyDevice(size_t capacity) {
   FaultyDevice d;
   d.faults = backend.get();
   Options options;
-  options.backend = BackendKind::kHost;
+  options.backend = "host";
   d.allocator = std::move(*DeviceAllocator::Create(
       0, options, std::move(backend), std::make_unique<HostEventSource>()));
   return d;

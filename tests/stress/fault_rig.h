@@ -125,7 +125,7 @@ inline Rig MakeRig(size_t pages = kPages, Options o = Options()) {
   r.faults = faults.get();
   auto events = std::make_unique<FlakyEvents>();
   r.events = events.get();
-  o.backend = BackendKind::kHost;
+  o.backend = "host";
   r.a = *DeviceAllocator::Create(0, o, std::move(faults), std::move(events));
   return r;
 }

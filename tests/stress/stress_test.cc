@@ -255,7 +255,7 @@ TEST(Stress, ThreadsOnManyStreamsWithCrossThreadFrees) {
   ASSERT_TRUE(host.ok()) << host.status();
   std::unique_ptr<PhysicalBackend> owned = std::move(*host);
   Options options;
-  options.backend = BackendKind::kHost;
+  options.backend = "host";
 #endif
   PhysicalBackend* backend = owned.get();
   const size_t free_at_start = backend->MemoryInfo().free_bytes;

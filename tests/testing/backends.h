@@ -54,7 +54,7 @@ inline TestDevice MakeHostDevice(size_t capacity, size_t page,
   TestDevice d;
   auto backend = HostBackend::Create(capacity, page);
   if (!backend.ok()) abort();
-  options.backend = BackendKind::kHost;
+  options.backend = "host";
   d.allocator = std::move(*DeviceAllocator::Create(
       0, options, std::move(*backend), std::make_unique<HostEventSource>()));
   d.access = std::make_unique<HostAccess>();
