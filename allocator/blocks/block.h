@@ -11,8 +11,8 @@
 // Blocks, their chunks and their `uses` lists are on the metadata arena
 // (base/metadata_arena.h), never on the program's heap.
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
-#ifndef FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
-#define FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
+#ifndef FRAGFREE_ALLOCATOR_BLOCKS_BLOCK_H_
+#define FRAGFREE_ALLOCATOR_BLOCKS_BLOCK_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -117,4 +117,4 @@ class BlockPool {
 
 }  // namespace fragfree
 
-#endif  // FRAGFREE_ALLOCATOR_POLICY_BLOCK_H_
+#endif  // FRAGFREE_ALLOCATOR_BLOCKS_BLOCK_H_

@@ -6,8 +6,8 @@
 // next non-empty bin, found with a two-level bitmap. See Note [Free index] in
 // docs/design.md.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
-#ifndef FRAGFREE_ALLOCATOR_POLICY_FREE_INDEX_H_
-#define FRAGFREE_ALLOCATOR_POLICY_FREE_INDEX_H_
+#ifndef FRAGFREE_ALLOCATOR_BLOCKS_FREE_INDEX_H_
+#define FRAGFREE_ALLOCATOR_BLOCKS_FREE_INDEX_H_
 
 #include <array>
 #include <cstdint>
@@ -87,4 +87,4 @@ void FreeIndex::ForEachLargestFirst(Fn&& fn) const {
 
 }  // namespace fragfree
 
-#endif  // FRAGFREE_ALLOCATOR_POLICY_FREE_INDEX_H_
+#endif  // FRAGFREE_ALLOCATOR_BLOCKS_FREE_INDEX_H_

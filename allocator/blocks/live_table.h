@@ -11,8 +11,8 @@
 // which may run without it (it reads the table's location through relaxed
 // atomics and only hints the cache: a stale or torn reading prefetches the
 // wrong line, never faults).
-#ifndef FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
-#define FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
+#ifndef FRAGFREE_ALLOCATOR_BLOCKS_LIVE_TABLE_H_
+#define FRAGFREE_ALLOCATOR_BLOCKS_LIVE_TABLE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -146,4 +146,4 @@ class LiveTable {
 
 }  // namespace fragfree
 
-#endif  // FRAGFREE_ALLOCATOR_POLICY_LIVE_TABLE_H_
+#endif  // FRAGFREE_ALLOCATOR_BLOCKS_LIVE_TABLE_H_

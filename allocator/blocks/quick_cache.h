@@ -10,8 +10,8 @@
 // memory, empty_cache, retiring the stream. Stream order makes same-stream
 // reuse safe, as for any free block of the arena. See Note [Quick cache] in
 // docs/design.md. Thread-safety: guarded by the owning DeviceAllocator's lock.
-#ifndef FRAGFREE_ALLOCATOR_POLICY_QUICK_CACHE_H_
-#define FRAGFREE_ALLOCATOR_POLICY_QUICK_CACHE_H_
+#ifndef FRAGFREE_ALLOCATOR_BLOCKS_QUICK_CACHE_H_
+#define FRAGFREE_ALLOCATOR_BLOCKS_QUICK_CACHE_H_
 
 #include <array>
 #include <cstddef>
@@ -97,4 +97,4 @@ class QuickCache {
 
 }  // namespace fragfree
 
-#endif  // FRAGFREE_ALLOCATOR_POLICY_QUICK_CACHE_H_
+#endif  // FRAGFREE_ALLOCATOR_BLOCKS_QUICK_CACHE_H_

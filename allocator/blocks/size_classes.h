@@ -5,8 +5,8 @@
 // up to the smallest bucket that holds it. See docs/design.md, Note [Size
 // rounding]. Thread-safety: immutable after construction; Round() is safe from
 // any thread.
-#ifndef FRAGFREE_ALLOCATOR_POLICY_SIZE_CLASSES_H_
-#define FRAGFREE_ALLOCATOR_POLICY_SIZE_CLASSES_H_
+#ifndef FRAGFREE_ALLOCATOR_BLOCKS_SIZE_CLASSES_H_
+#define FRAGFREE_ALLOCATOR_BLOCKS_SIZE_CLASSES_H_
 
 #include <array>
 #include <cstddef>
@@ -57,4 +57,4 @@ class SizeRounding {
 
 }  // namespace fragfree
 
-#endif  // FRAGFREE_ALLOCATOR_POLICY_SIZE_CLASSES_H_
+#endif  // FRAGFREE_ALLOCATOR_BLOCKS_SIZE_CLASSES_H_

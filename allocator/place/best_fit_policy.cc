@@ -24,13 +24,13 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
     return false;
   }
   // Grow freely up to a little above the most memory the program has ever had
-  // in use; past that, growing would only add cached (wasted) pages. Note
-  // [Pending frees count as in use] says which bytes are in use.
-  const bool active = grow_for_pending_frees_;
-  const double high_water = double(std::max<int64_t>(
-      active ? facts.active_high_water : facts.allocated_high_water,
-      (active ? facts.active_bytes : facts.allocated_bytes) +
-          int64_t(facts.block_bytes)));
+  // in use (counting pending frees' past peaks with grow_for_pending_frees);
+  // past that, growing would only add cached (wasted) pages. Nothing is
+  // pending here, so what is in use now is what is allocated.
+  const double high_water = double(
+      std::max<int64_t>(grow_for_pending_frees_ ? facts.active_high_water
+                                                : facts.allocated_high_water,
+                        facts.allocated_bytes + int64_t(facts.block_bytes)));
   const double mapped_after =
       double(facts.mapped_bytes) + double(facts.bytes_to_map);
   return mapped_after > (1.0 + grow_slack_) * high_water;

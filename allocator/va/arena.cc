@@ -168,48 +168,44 @@ Block* Arena::Allocate(size_t size, size_t requested) {
     block = fewest;
   }
   RemoveFree(block);
-  if (inside_addr != 0) {  // the part in front stays free
-    Block* front = blocks_->New();
-    front->arena = this;
-    front->free_epoch = block->free_epoch;
-    front->addr = block->addr;
-    front->size = inside_addr - block->addr;
-    front->prev = block->prev;
-    front->next = block;
-    if (block->prev != nullptr) block->prev->next = front;
-    if (first_ == block) first_ = front;
-    block->prev = front;
-    block->addr = inside_addr;
-    block->size -= front->size;
-    AddFree(front);  // free_seq 0: a remainder
-  }
+  // The part in front stays free.
+  if (inside_addr != 0) SplitOffFront(block, inside_addr - block->addr);
   if (block->size - size >= kMinBlockSize) {
-    Block* rest = blocks_->New();
-    rest->arena = this;
-    rest->free_epoch = block->free_epoch;
     if (at_end) {  // the free part stays in front
-      rest->addr = block->addr;
-      rest->size = block->size - size;
-      rest->prev = block->prev;
-      rest->next = block;
-      if (block->prev != nullptr) block->prev->next = rest;
-      if (first_ == block) first_ = rest;
-      block->prev = rest;
-      block->addr = rest->end();
+      SplitOffFront(block, block->size - size);
     } else {
+      Block* rest = blocks_->New();
+      rest->arena = this;
+      rest->free_epoch = block->free_epoch;
       rest->addr = block->addr + size;
       rest->size = block->size - size;
       rest->prev = block;
       rest->next = block->next;
       if (block->next != nullptr) block->next->prev = rest;
       block->next = rest;
+      block->size = size;
+      AddFree(rest);  // free_seq 0: a remainder, which reclaim takes first
     }
-    block->size = size;
-    AddFree(rest);  // free_seq 0: a remainder, which reclaim takes first
   }
   block->state = BlockState::kAllocated;
   block->requested = requested;
   return block;
+}
+
+void Arena::SplitOffFront(Block* block, size_t bytes) {
+  Block* front = blocks_->New();
+  front->arena = this;
+  front->free_epoch = block->free_epoch;
+  front->addr = block->addr;
+  front->size = bytes;
+  front->prev = block->prev;
+  front->next = block;
+  if (block->prev != nullptr) block->prev->next = front;
+  if (first_ == block) first_ = front;
+  block->prev = front;
+  block->addr = front->end();
+  block->size -= bytes;
+  AddFree(front);  // free_seq 0: a remainder, which reclaim takes first
 }
 
 namespace {

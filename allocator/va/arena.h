@@ -25,10 +25,10 @@
 #include "absl/status/statusor.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/metadata_containers.h"
-#include "allocator/phys/backend.h"
 #include "allocator/blocks/block.h"
 #include "allocator/blocks/free_index.h"
 #include "allocator/blocks/quick_cache.h"
+#include "allocator/phys/backend.h"
 #include "allocator/va/page_pool.h"
 #include "allocator/va/reclaim_queue.h"
 
@@ -162,6 +162,9 @@ class Arena : public MetadataObject {
   Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
         ReclaimQueue* queue, uintptr_t base, size_t size, ArenaKind kind,
         uint32_t stream_slot, StreamHandle stream);
+  // Carves the first `bytes` of `block` (not in the free index) into a new
+  // free block in front of it: a remainder, which reclaim takes first.
+  void SplitOffFront(Block* block, size_t bytes);
   // A free block enters / leaves the free index, and the reclaim queue or the
   // remainder bins when it holds a whole mapped page.
   void AddFree(Block* block) {

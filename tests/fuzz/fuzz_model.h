@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "allocator/blocks/size_classes.h"
 #include "allocator/device_allocator.h"
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
-#include "allocator/blocks/size_classes.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/testing/touched_pages.h"
 
