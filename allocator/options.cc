@@ -175,10 +175,11 @@ absl::Status SetGrowSlack(std::string_view key, std::string_view v,
   return absl::OkStatus();
 }
 
-absl::Status SetGrowForPendingFrees(std::string_view key, std::string_view v,
-                                    Options& o) {
+// True or False into `kField`.
+template <bool Options::*kField>
+absl::Status SetFlag(std::string_view key, std::string_view v, Options& o) {
   absl::StatusOr<bool> b = ParseBool(key, v);
-  if (b.ok()) o.grow_for_pending_frees = *b;
+  if (b.ok()) o.*kField = *b;
   return b.status();
 }
 
@@ -186,20 +187,6 @@ absl::Status SetVaFactor(std::string_view key, std::string_view v, Options& o) {
   absl::StatusOr<uint64_t> n = ParseUintIn(key, v, 1, 64, "1 to 64");
   if (n.ok()) o.va_factor = *n;
   return n.status();
-}
-
-absl::Status SetStatsAtExit(std::string_view key, std::string_view v,
-                            Options& o) {
-  absl::StatusOr<bool> b = ParseBool(key, v);
-  if (b.ok()) o.stats_at_exit = *b;
-  return b.status();
-}
-
-absl::Status SetTimeCalls(std::string_view key, std::string_view v,
-                          Options& o) {
-  absl::StatusOr<bool> b = ParseBool(key, v);
-  if (b.ok()) o.time_calls = *b;
-  return b.status();
 }
 
 absl::Status SetSnapshotPath(std::string_view, std::string_view v, Options& o) {
@@ -401,19 +388,19 @@ constexpr KeyRow kKeys[] = {
       "PyTorch's allocator does (FSDP-style prefetch on a side stream); "
       "`False` counts allocated bytes only (less memory, more page moves and "
       "waits). See docs/design.md, Note [Pending frees count as in use]"},
-     Word<SetGrowForPendingFrees>},
+     Word<SetFlag<&Options::grow_for_pending_frees>>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},
     {{"stats_at_exit", "`False`",
       "print a stats and fragmentation summary at exit"},
-     Word<SetStatsAtExit>},
+     Word<SetFlag<&Options::stats_at_exit>>},
     {{"time_calls", "`False`",
       "time the CPU spent inside every allocation and free (stats "
       "`alloc_cpu_ns`, `alloc_cpu_calls`; both 0 when off): two clock reads "
       "per call, about 10% of a steady-state free+alloc pair; see "
       "docs/stats.md, \"Where the time goes\""},
-     Word<SetTimeCalls>},
+     Word<SetFlag<&Options::time_calls>>},
     {{"snapshot_path", "none", "write a snapshot at exit (LD_PRELOAD mode)"},
      Word<SetSnapshotPath, /*kPath=*/true>},
     {{"oom_report_path", "none",
