@@ -69,6 +69,7 @@ using PoolId = std::pair<uint64_t, uint64_t>;
 
 // Sharing blocks with other processes (allocator/ipc/ipc_state.h).
 struct IpcState;
+struct IpcHandle;  // allocator/ipc/ipc_handle.h
 struct IpcStateDeleter {
   void operator()(IpcState* state) const;
 };
@@ -342,6 +343,52 @@ class DeviceAllocator : public MetadataObject {
       absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range,
       uint64_t* last_ticket, ResumeTimes* times)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PauseTag's steps. Makes the device's backup copier on first use (lent to
+  // the pool of kept backup memory too).
+  absl::Status EnsureBackupCopier() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A backup of `tag`'s live blocks (`live_bytes` of host memory) with its
+  // copies started (StartBackup). On failure nothing is left of it: its
+  // copies have ended and its host memory is given back or freed.
+  absl::StatusOr<std::unique_ptr<Backup>> MakeTagBackup(
+      RegionTag tag, const MetadataVector<Arena*>& arenas, size_t live_bytes,
+      MetadataVector<BackupMark>* marks, PauseTimes* times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unmaps and releases every page of `arenas`, the pages of each backup
+  // piece once its copy (`marks`) completes; stops at the first failure.
+  absl::Status UnmapPausedArenas(const MetadataVector<Arena*>& arenas,
+                                 const MetadataVector<BackupMark>& marks,
+                                 PauseTimes* times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resume's steps. What one Resume has mapped (device_allocator_sleep.cc).
+  struct ResumeMapping;
+  // Maps the pages missing under [addr, addr + size) of `arena` as one range
+  // and notes it in `mapping` (a page shared with a range mapped before is
+  // mapped once).
+  absl::Status MapResumeRange(Arena* arena, uintptr_t addr, size_t size,
+                              ResumeMapping* mapping, ResumeTimes* times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps (map_range) each run of adjacent live blocks of `tag`'s arenas as
+  // one range; stops at the first failure.
+  absl::Status MapLiveRuns(
+      RegionTag tag,
+      absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps the pages under the live blocks of the paused tags `todo` and
+  // copies their backups back, waiting for the copies; the first failure.
+  absl::Status MapAndRestoreTags(const MetadataVector<RegionTag>& todo,
+                                 ResumeMapping* mapping, ResumeTimes* times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After MapAndRestoreTags failed with `status`: waits for the copies,
+  // unmaps and releases every page in `mapping` (the tags stay paused with
+  // their backups) and returns the resume's error.
+  absl::Status RollBackResume(const MetadataVector<RegionTag>& todo,
+                              const absl::Status& status,
+                              const ResumeMapping& mapping)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the tags `todo` resumed: their backups kept (keep_backup) or freed,
+  // their quick caches back on.
+  void FinishResume(const MetadataVector<RegionTag>& todo, bool keep_backup,
+                    ResumeTimes* times) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unmaps every page of `arena` in [addr, addr + size), under live blocks
   // too, and releases them (one the backend refuses to release stays idle);
   // the caller knows no GPU work uses them. Time and counts go to `times`.
@@ -363,6 +410,16 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live block containing addr, or nullptr.
   const Block* LiveBlockContaining(uintptr_t addr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // IpcExportBlock's steps. The live block containing `ptr` if it may be
+  // exported (not freed while exported; a backend that can share pages).
+  absl::StatusOr<const Block*> ExportableBlock(const void* ptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes ipc_ and its lease table on first use.
+  absl::Status EnsureIpcExportState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills `h` but for its export: this process, the block's place in its
+  // pages, the lease table and the pages' shared descriptors.
+  absl::Status DescribeBlockForExport(const Block& block, IpcHandle* h)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CheckInvariants' steps (device_allocator_invariants.cc), in its order;
   // each returns the first violation it finds.

@@ -52,6 +52,139 @@ void DropRecords(IpcState& ipc, uintptr_t block) {
   ipc.blocks.erase(it);
 }
 
+// The export of `block` to hand out: with `release_on_free`, a live one made
+// the same way if there is one; else a new one, with a lease slot. On failure
+// the records are as they were.
+absl::StatusOr<uint64_t> ExportIdFor(IpcState& ipc, uintptr_t block,
+                                     bool release_on_free) {
+  IpcState::Exported& exported = ipc.blocks[block];
+  uint64_t id = 0;
+  if (release_on_free) {
+    for (uint64_t e : exported.exports) {
+      const IpcState::Export& rec = ipc.exports.at(e);
+      if (rec.release_on_free && !rec.released) id = e;
+    }
+  }
+  if (id == 0) {
+    id = NextIpcExportId();
+    absl::StatusOr<uint32_t> slot = ipc.leases->Acquire(id);
+    if (!slot.ok()) {
+      if (exported.exports.empty()) ipc.blocks.erase(block);
+      return slot.status();
+    }
+    ipc.exports[id] = IpcState::Export{block, *slot, false, release_on_free};
+    exported.exports.push_back(id);
+  }
+  return id;
+}
+
+// Drops export `id`, the last one ExportIdFor made for `block`, and the
+// block's record if it was its only export.
+void DropNewExport(IpcState& ipc, uintptr_t block, uint64_t id) {
+  IpcState::Exported& exported = ipc.blocks.at(block);
+  IpcState::Export& rec = ipc.exports.at(id);
+  StopExport(ipc, rec);
+  if (exported.exports.size() == 1) {
+    DropRecords(ipc, block);
+  } else {
+    ipc.leases->Release(rec.slot);
+    exported.exports.pop_back();
+    ipc.exports.erase(id);
+  }
+}
+
+// Whether handle `h` can be opened on `device`, whose pages are `page_size`.
+absl::Status CheckHandleFits(const IpcHandle& h, int device, size_t page_size) {
+  if (h.has_trailer && h.device != device) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree ipc: the handle is for device %d, not device %d", h.device,
+        device));
+  }
+  if (h.page_size % page_size != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree ipc: the handle's pages (%d bytes) are not a multiple of "
+        "this device's granularity (%d)",
+        h.page_size, page_size));
+  }
+  return absl::OkStatus();
+}
+
+// A claim on the export's lease slot (null for a handle without a trailer:
+// stock PyTorch's).
+absl::StatusOr<std::unique_ptr<LeaseClaim>> ClaimLease(
+    const ProducerFds& producer, const IpcHandle& h) {
+  if (!h.has_trailer) return nullptr;
+  absl::StatusOr<int> lease_fd = producer.Take(h.lease_fd);
+  if (!lease_fd.ok()) return lease_fd.status();
+  absl::StatusOr<std::unique_ptr<LeaseClaim>> c =
+      LeaseClaim::Claim(*lease_fd, h.lease_bytes, h.lease_slot, h.export_id);
+  close(*lease_fd);  // the mapping keeps the table
+  return c;
+}
+
+void CloseFds(const MetadataVector<int>& fds) {
+  for (int fd : fds) close(fd);
+}
+
+// This process's descriptors of the handle's pages, in order; on failure,
+// none is left open.
+absl::StatusOr<MetadataVector<int>> TakePageFds(const ProducerFds& producer,
+                                                const IpcHandle& h) {
+  MetadataVector<int> fds;
+  for (const IpcHandle::Page& p : h.pages) {
+    absl::StatusOr<int> fd = producer.Take(p.fd);
+    if (!fd.ok()) {
+      CloseFds(fds);
+      return fd.status();
+    }
+    fds.push_back(*fd);
+  }
+  return fds;
+}
+
+// Imports the pages behind `fds` (left open) into im->handles, stopping at
+// the first failure; what was imported stays there for UndoImport.
+absl::Status ImportPages(PhysicalBackend& backend, const IpcHandle& h,
+                         const MetadataVector<int>& fds, IpcState::Import* im) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    absl::StatusOr<PhysHandle> handle =
+        backend.Import(fds[i], h.pages[i].offset, h.page_size);
+    if (!handle.ok()) return handle.status();
+    im->handles.push_back(*handle);
+  }
+  return absl::OkStatus();
+}
+
+// Reserves im->base and maps im->handles there in order, then sets access;
+// *mapped: how many pages were mapped (for UndoImport on failure).
+absl::Status MapImportedPages(PhysicalBackend& backend, IpcState::Import* im,
+                              size_t* mapped) {
+  absl::StatusOr<uintptr_t> va = backend.ReserveVa(im->mapped);
+  if (!va.ok()) return va.status();
+  im->base = *va;
+  for (; *mapped < im->handles.size(); ++*mapped) {
+    if (absl::Status s = backend.Map(im->base + *mapped * im->page_size,
+                                     im->page_size, im->handles[*mapped]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return backend.SetAccess(im->base, im->mapped);
+}
+
+// Undoes ImportPages and MapImportedPages: unmaps the first `mapped` pages,
+// releases every imported handle and the VA (if reserved).
+void UndoImport(PhysicalBackend& backend, const IpcState::Import& im,
+                size_t mapped) {
+  for (size_t i = 0; i < mapped; ++i) {
+    backend.Unmap(im.base + i * im.page_size, im.page_size).IgnoreError();
+  }
+  for (PhysHandle handle : im.handles) {
+    backend.Release(handle).IgnoreError();
+  }
+  if (im.base != 0) backend.ReleaseVa(im.base, im.mapped).IgnoreError();
+}
+
 }  // namespace
 
 const Block* DeviceAllocator::LiveBlockContaining(uintptr_t addr) const {
@@ -64,9 +197,8 @@ const Block* DeviceAllocator::LiveBlockContaining(uintptr_t addr) const {
   return nullptr;
 }
 
-absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
-    const void* ptr, bool release_on_free, bool handle_file) {
-  MutexLock lock(&mu_);
+absl::StatusOr<const Block*> DeviceAllocator::ExportableBlock(
+    const void* ptr) const {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   const Block* block = LiveBlockContaining(addr);
   if (block == nullptr) {
@@ -90,6 +222,10 @@ absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
         "processes",
         backend_->Name()));
   }
+  return block;
+}
+
+absl::Status DeviceAllocator::EnsureIpcExportState() {
   if (ipc_ == nullptr) {
     ipc_.reset(new IpcState(backend_.get()));
   }
@@ -98,17 +234,21 @@ absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
     if (!t.ok()) return t.status();
     ipc_->leases = std::move(*t);
   }
-  IpcHandle h;
-  h.pid = getpid();
-  h.page_size = page_size_;
-  h.producer_start_time = SelfStartTime();
-  h.device = device_;
-  h.block_offset = block->addr - block->arena->PageStart(block->addr);
-  h.block_size = block->size;
-  h.lease_fd = ipc_->leases->fd();
-  h.lease_bytes = ipc_->leases->bytes();
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::DescribeBlockForExport(const Block& block,
+                                                     IpcHandle* h) {
+  h->pid = getpid();
+  h->page_size = page_size_;
+  h->producer_start_time = SelfStartTime();
+  h->device = device_;
+  h->block_offset = block.addr - block.arena->PageStart(block.addr);
+  h->block_size = block.size;
+  h->lease_fd = ipc_->leases->fd();
+  h->lease_bytes = ipc_->leases->bytes();
   PageList pages;
-  block->arena->PagesUnder(block->addr, block->size, &pages);
+  block.arena->PagesUnder(block.addr, block.size, &pages);
   for (PageId page : pages) {
     if (page == kNoPage) {
       return absl::InternalError(
@@ -116,43 +256,32 @@ absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
     }
     absl::StatusOr<SharedPage> shared = backend_->Export(pages_.handle(page));
     if (!shared.ok()) return shared.status();
-    h.pages.push_back({shared->fd, shared->offset});
+    h->pages.push_back({shared->fd, shared->offset});
   }
-  IpcState::Exported& exported = ipc_->blocks[block->addr];
-  uint64_t id = 0;
-  if (release_on_free) {
-    for (uint64_t e : exported.exports) {
-      const IpcState::Export& rec = ipc_->exports.at(e);
-      if (rec.release_on_free && !rec.released) id = e;
-    }
-  }
-  if (id == 0) {
-    id = NextIpcExportId();
-    absl::StatusOr<uint32_t> slot = ipc_->leases->Acquire(id);
-    if (!slot.ok()) {
-      if (exported.exports.empty()) ipc_->blocks.erase(block->addr);
-      return slot.status();
-    }
-    ipc_->exports[id] =
-        IpcState::Export{block->addr, *slot, false, release_on_free};
-    exported.exports.push_back(id);
-  }
-  IpcState::Export& rec = ipc_->exports.at(id);
-  h.export_id = id;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
+    const void* ptr, bool release_on_free, bool handle_file) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<const Block*> found = ExportableBlock(ptr);
+  if (!found.ok()) return found.status();
+  const Block* block = *found;
+  if (absl::Status s = EnsureIpcExportState(); !s.ok()) return s;
+  IpcHandle h;
+  if (absl::Status s = DescribeBlockForExport(*block, &h); !s.ok()) return s;
+  absl::StatusOr<uint64_t> id =
+      ExportIdFor(*ipc_, block->addr, release_on_free);
+  if (!id.ok()) return id.status();
+  IpcState::Export& rec = ipc_->exports.at(*id);
+  h.export_id = *id;
   h.lease_slot = rec.slot;
   std::string encoded = EncodeIpcHandle(h);
   if (handle_file && rec.handle_file < 0) {
     absl::StatusOr<int> fd = MakeHandleFile(encoded);
     if (!fd.ok()) {
       if (!release_on_free) {  // an export made for this call goes again
-        StopExport(*ipc_, rec);
-        if (exported.exports.size() == 1) {
-          DropRecords(*ipc_, block->addr);
-        } else {
-          ipc_->leases->Release(rec.slot);
-          exported.exports.pop_back();
-          ipc_->exports.erase(id);
-        }
+        DropNewExport(*ipc_, block->addr, *id);
       }
       return fd.status();
     }
@@ -160,7 +289,7 @@ absl::StatusOr<DeviceAllocator::IpcExport> DeviceAllocator::IpcExportBlock(
   }
   IpcExport out;
   out.handle_file = handle_file ? rec.handle_file : -1;
-  out.id = id;
+  out.id = *id;
   out.block = block->addr;
   out.block_size = block->size;
   out.first_page = block->arena->PageStart(block->addr);
@@ -246,89 +375,31 @@ absl::StatusOr<DeviceAllocator::IpcMapping> DeviceAllocator::IpcOpen(
   absl::StatusOr<IpcHandle> decoded = DecodeIpcHandle(bytes);
   if (!decoded.ok()) return decoded.status();
   const IpcHandle& h = *decoded;
-  if (h.has_trailer && h.device != device_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fragfree ipc: the handle is for device %d, not device %d", h.device,
-        device_));
-  }
-  if (h.page_size % page_size_ != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fragfree ipc: the handle's pages (%d bytes) are not a multiple of "
-        "this device's granularity (%d)",
-        h.page_size, page_size_));
+  if (absl::Status s = CheckHandleFits(h, device_, page_size_); !s.ok()) {
+    return s;
   }
   absl::StatusOr<ProducerFds> producer =
       ProducerFds::Open(h.pid, h.has_trailer ? h.producer_start_time : 0);
   if (!producer.ok()) return producer.status();
-  std::unique_ptr<LeaseClaim> claim;
-  if (h.has_trailer) {
-    absl::StatusOr<int> lease_fd = producer->Take(h.lease_fd);
-    if (!lease_fd.ok()) return lease_fd.status();
-    absl::StatusOr<std::unique_ptr<LeaseClaim>> c =
-        LeaseClaim::Claim(*lease_fd, h.lease_bytes, h.lease_slot, h.export_id);
-    close(*lease_fd);  // the mapping keeps the table
-    if (!c.ok()) return c.status();
-    claim = std::move(*c);
-  }
-  MetadataVector<int> fds;
-  absl::Status status;
-  for (const IpcHandle::Page& p : h.pages) {
-    absl::StatusOr<int> fd = producer->Take(p.fd);
-    if (!fd.ok()) {
-      status = fd.status();
-      break;
-    }
-    fds.push_back(*fd);
-  }
-  auto close_fds = [&] {
-    for (int fd : fds) close(fd);
-  };
-  if (!status.ok()) {
-    close_fds();
-    return status;
-  }
+  absl::StatusOr<std::unique_ptr<LeaseClaim>> claim = ClaimLease(*producer, h);
+  if (!claim.ok()) return claim.status();
+  absl::StatusOr<MetadataVector<int>> fds = TakePageFds(*producer, h);
+  if (!fds.ok()) return fds.status();
   MutexLock lock(&mu_);
   IpcState::Import im;
   im.page_size = h.page_size;
   im.mapped = h.page_size * h.pages.size();
-  for (size_t i = 0; i < fds.size() && status.ok(); ++i) {
-    absl::StatusOr<PhysHandle> handle =
-        backend_->Import(fds[i], h.pages[i].offset, h.page_size);
-    if (handle.ok()) {
-      im.handles.push_back(*handle);
-    } else {
-      status = handle.status();
-    }
-  }
-  close_fds();  // an imported handle keeps what it needs
+  absl::Status status = ImportPages(*backend_, h, *fds, &im);
+  CloseFds(*fds);  // an imported handle keeps what it needs
   size_t mapped = 0;
-  if (status.ok()) {
-    absl::StatusOr<uintptr_t> va = backend_->ReserveVa(im.mapped);
-    if (va.ok()) {
-      im.base = *va;
-    } else {
-      status = va.status();
-    }
-  }
-  for (; status.ok() && mapped < im.handles.size(); ++mapped) {
-    status = backend_->Map(im.base + mapped * h.page_size, h.page_size,
-                           im.handles[mapped]);
-    if (!status.ok()) break;
-  }
-  if (status.ok()) status = backend_->SetAccess(im.base, im.mapped);
+  if (status.ok()) status = MapImportedPages(*backend_, &im, &mapped);
   if (!status.ok()) {  // undo: nothing of the handle stays mapped here
-    for (size_t i = 0; i < mapped; ++i) {
-      backend_->Unmap(im.base + i * h.page_size, h.page_size).IgnoreError();
-    }
-    for (PhysHandle handle : im.handles) {
-      backend_->Release(handle).IgnoreError();
-    }
-    if (im.base != 0) backend_->ReleaseVa(im.base, im.mapped).IgnoreError();
+    UndoImport(*backend_, im, mapped);
     return status;
   }
   im.ptr = im.base + h.block_offset;
   im.size = h.block_size;
-  im.claim = std::move(claim);
+  im.claim = std::move(*claim);
   if (ipc_ == nullptr) ipc_.reset(new IpcState(backend_.get()));
   IpcMapping out{im.ptr, im.size, im.base, im.mapped};
   ipc_->imports.emplace(im.base, std::move(im));

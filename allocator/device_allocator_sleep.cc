@@ -28,6 +28,49 @@ std::string TagNames(const MetadataVector<RegionTag>& tags) {
   });
 }
 
+// The host bytes a backup of the live blocks of `arenas` reserves: each
+// block rounded as Backup::Reserve rounds it.
+size_t BackupBytesOf(const MetadataVector<Arena*>& arenas) {
+  size_t live_bytes = 0;
+  for (Arena* a : arenas) {
+    for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
+      if (b->state == BlockState::kAllocated) {
+        live_bytes += AlignUp(b->size, Backup::kAlign);
+      }
+    }
+  }
+  return live_bytes;
+}
+
+// The error of a pause of `tag` that failed with `status` after the tag was
+// marked paused (a copy or an unmap failed).
+absl::Status PauseUnfinishedError(RegionTag tag, int device, bool has_backup,
+                                  const absl::Status& status) {
+  // Pages may be left mapped (resume maps only what is missing) and, for a
+  // failed copy, the backup is incomplete.
+  return absl::Status(
+      status.code(),
+      absl::StrFormat("fragfree: pausing tag '%s' on device %d did not "
+                      "finish (the tag is paused; some pages may still be "
+                      "mapped%s): %s",
+                      RegionTagName(tag), device,
+                      has_backup ? " and its backup may be incomplete" : "",
+                      status.message()));
+}
+
+// The tags of `tags` that are paused, each once, in their first order.
+MetadataVector<RegionTag> PausedTagsAmong(const SleepState& sleep,
+                                          const std::vector<RegionTag>& tags) {
+  MetadataVector<RegionTag> todo;
+  for (RegionTag tag : tags) {
+    if (sleep.IsPaused(tag) &&
+        std::find(todo.begin(), todo.end(), tag) == todo.end()) {
+      todo.push_back(tag);
+    }
+  }
+  return todo;
+}
+
 }  // namespace
 
 absl::StatusOr<uint32_t> DeviceAllocator::TaggedSlot(RegionTag tag,
@@ -225,82 +268,45 @@ absl::Status DeviceAllocator::StartBackup(const MetadataVector<Arena*>& arenas,
   return absl::OkStatus();
 }
 
-absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode,
-                                       PauseTimes* times) {
-  TagSleepState& t = sleep_.For(tag);
-  const MetadataVector<Arena*> arenas = ArenasOfTag(tag);
-  // Cached blocks go back to their arenas, and none is cached while paused
-  // (a cached block must stay mapped).
-  for (Arena* a : arenas) {
-    DrainQuickCache(a);
-    a->quick().set_enabled(false);
-  }
-  auto undo = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (Arena* a : arenas) RestoreQuickCache(a);
-  };
-  absl::Status waited;
+absl::Status DeviceAllocator::EnsureBackupCopier() {
+  if (sleep_.copier != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<BackupCopier>> copier =
+      MakeBackupCopier(backend_->Name(), device_);
+  if (!copier.ok()) return copier.status();
+  sleep_.copier = std::move(*copier);
+  sleep_.pool.set_copier(sleep_.copier.get());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backup>> DeviceAllocator::MakeTagBackup(
+    RegionTag tag, const MetadataVector<Arena*>& arenas, size_t live_bytes,
+    MetadataVector<BackupMark>* marks, PauseTimes* times) {
+  if (absl::Status s = EnsureBackupCopier(); !s.ok()) return s;
+  // Kept chunks first (sleep_.pool), new ones pinned ahead of the copies.
+  auto backup =
+      std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool, live_bytes);
+  absl::Status s;
   {
-    PhaseClock clock(&times->wait_users_s);
-    waited = WaitForTagUsers(arenas);
+    PhaseClock clock(&times->backup_issue_s);
+    backup->Start();
+    s = StartBackup(arenas, backup.get(), marks);
   }
-  if (!waited.ok()) {
-    undo();
-    return waited;
-  }
-  size_t live_bytes = 0;  // each rounded as Backup::Reserve rounds it
-  for (Arena* a : arenas) {
-    for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
-      if (b->state == BlockState::kAllocated) {
-        live_bytes += AlignUp(b->size, Backup::kAlign);
-      }
-    }
-  }
-  std::unique_ptr<Backup> backup;
-  MetadataVector<BackupMark> marks;
-  if (mode == BackupMode::kCpu && live_bytes > 0) {
-    if (sleep_.copier == nullptr) {
-      absl::StatusOr<std::unique_ptr<BackupCopier>> copier =
-          MakeBackupCopier(backend_->Name(), device_);
-      if (!copier.ok()) {
-        undo();
-        return copier.status();
-      }
-      sleep_.copier = std::move(*copier);
-      sleep_.pool.set_copier(sleep_.copier.get());
-    }
-    // Kept chunks first (sleep_.pool), new ones pinned ahead of the copies.
-    backup =
-        std::make_unique<Backup>(sleep_.copier.get(), &sleep_.pool, live_bytes);
-    absl::Status s;
-    {
-      PhaseClock clock(&times->backup_issue_s);
-      backup->Start();
-      s = StartBackup(arenas, backup.get(), &marks);
-    }
-    if (!s.ok()) {
-      // The copies issued write into the backup's host memory: let them end
-      // before it goes. Nothing was unmapped: the tag is as it was, and so is
-      // the kept memory (chunks taken from it go back; new ones are freed).
-      sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
-      backup->Abandon();
-      backup.reset();
-      undo();
-      return absl::Status(
-          s.code(), absl::StrFormat("fragfree: cannot back up tag '%s' on "
-                                    "device %d (it stays resumed): %s",
-                                    RegionTagName(tag), device_, s.message()));
-    }
-  }
-  // From here the tag is paused, whatever happens: its pages go as the copies
-  // that read them complete.
-  if (backup != nullptr && sleep_.copier->copies_contents()) {
-    for (const Backup::Entry& e : backup->entries()) {
-      times->bytes_copied += e.size;
-    }
-  }
-  t.paused = true;
-  t.backup = std::move(backup);
-  ++sleep_.num_pauses;
+  if (s.ok()) return backup;
+  // The copies issued write into the backup's host memory: let them end
+  // before it goes. Nothing was unmapped: the tag is as it was, and so is
+  // the kept memory (chunks taken from it go back; new ones are freed).
+  sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
+  backup->Abandon();
+  backup.reset();
+  return absl::Status(
+      s.code(), absl::StrFormat("fragfree: cannot back up tag '%s' on "
+                                "device %d (it stays resumed): %s",
+                                RegionTagName(tag), device_, s.message()));
+}
+
+absl::Status DeviceAllocator::UnmapPausedArenas(
+    const MetadataVector<Arena*>& arenas,
+    const MetadataVector<BackupMark>& marks, PauseTimes* times) {
   absl::Status status;
   size_t m = 0;
   for (Arena* a : arenas) {
@@ -324,18 +330,56 @@ absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode,
     status = UnmapRange(a, done_to, a->base() + a->size() - done_to, times);
     if (!status.ok()) break;
   }
+  return status;
+}
+
+absl::Status DeviceAllocator::PauseTag(RegionTag tag, BackupMode mode,
+                                       PauseTimes* times) {
+  TagSleepState& t = sleep_.For(tag);
+  const MetadataVector<Arena*> arenas = ArenasOfTag(tag);
+  // Cached blocks go back to their arenas, and none is cached while paused
+  // (a cached block must stay mapped).
+  for (Arena* a : arenas) {
+    DrainQuickCache(a);
+    a->quick().set_enabled(false);
+  }
+  auto undo = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Arena* a : arenas) RestoreQuickCache(a);
+  };
+  absl::Status waited;
+  {
+    PhaseClock clock(&times->wait_users_s);
+    waited = WaitForTagUsers(arenas);
+  }
+  if (!waited.ok()) {
+    undo();
+    return waited;
+  }
+  const size_t live_bytes = BackupBytesOf(arenas);
+  std::unique_ptr<Backup> backup;
+  MetadataVector<BackupMark> marks;
+  if (mode == BackupMode::kCpu && live_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<Backup>> made =
+        MakeTagBackup(tag, arenas, live_bytes, &marks, times);
+    if (!made.ok()) {
+      undo();
+      return made.status();
+    }
+    backup = std::move(*made);
+  }
+  // From here the tag is paused, whatever happens: its pages go as the copies
+  // that read them complete.
+  if (backup != nullptr && sleep_.copier->copies_contents()) {
+    for (const Backup::Entry& e : backup->entries()) {
+      times->bytes_copied += e.size;
+    }
+  }
+  t.paused = true;
+  t.backup = std::move(backup);
+  ++sleep_.num_pauses;
+  absl::Status status = UnmapPausedArenas(arenas, marks, times);
   if (!status.ok()) {
-    // A copy or an unmap failed: pages may be left mapped (resume maps only
-    // what is missing) and, for a failed copy, the backup is incomplete.
-    return absl::Status(
-        status.code(),
-        absl::StrFormat(
-            "fragfree: pausing tag '%s' on device %d did not "
-            "finish (the tag is paused; some pages may still be "
-            "mapped%s): %s",
-            RegionTagName(tag), device_,
-            t.backup != nullptr ? " and its backup may be incomplete" : "",
-            status.message()));
+    return PauseUnfinishedError(tag, device_, t.backup != nullptr, status);
   }
   return absl::OkStatus();
 }
@@ -418,6 +462,19 @@ absl::Status DeviceAllocator::RestoreBackup(
   return flush();
 }
 
+// What one Resume has mapped so far: for its rollback and its error message.
+struct DeviceAllocator::ResumeMapping {
+  // A range mapped as one (pages and access set in batches).
+  struct Range {
+    Arena* arena;
+    uintptr_t addr;
+    size_t size;
+  };
+  MetadataVector<Range> mapped;  // in the order mapped
+  size_t needed_pages = 0;       // missing under every range asked for
+  RequestState request;  // one request: counted once, each range given back
+};
+
 absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
                                      bool keep_backup) {
   MutexLock lock(&mu_);
@@ -425,115 +482,131 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     return absl::FailedPreconditionError(
         "fragfree: cannot resume during CUDA graph capture");
   }
-  MetadataVector<RegionTag> todo;
-  for (RegionTag tag : tags) {
-    if (sleep_.IsPaused(tag) &&
-        std::find(todo.begin(), todo.end(), tag) == todo.end()) {
-      todo.push_back(tag);
-    }
-  }
+  const MetadataVector<RegionTag> todo = PausedTagsAmong(sleep_, tags);
   if (todo.empty()) return absl::OkStatus();
   ResumeTimes& times = sleep_.last_resume;
   times = ResumeTimes();
   PhaseClock clock(&times.total_s);
-  // Ranges mapped as one (pages and access set in batches). Pages a range
-  // shares with one mapped before are mapped once.
-  struct Mapped {
-    Arena* arena;
-    uintptr_t addr;
-    size_t size;
-  };
-  MetadataVector<Mapped> mapped;
-  size_t needed_pages = 0;
-  RequestState request;  // one request: counted once, each range given back
-  auto map_range = [&](Arena* a, uintptr_t addr,
-                       size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Block run;  // a stand-in spanning the range, for MapUnder
-    run.arena = a;
-    run.addr = addr;
-    run.size = size;
-    run.state = BlockState::kAllocated;
-    size_t missing = 0;
-    const bool needs_mapping = a->NeedsMapping(&run, &missing);
-    needed_pages += missing;
-    if (!needs_mapping) return absl::OkStatus();
-    const uint64_t created_before = stats_.handles_created;
-    absl::Status s;
-    {
-      PhaseClock clock(&times.map_s);
-      s = MapUnder(&run, missing, &request);
+  ResumeMapping mapping;
+  if (absl::Status s = MapAndRestoreTags(todo, &mapping, &times); !s.ok()) {
+    return RollBackResume(todo, s, mapping);
+  }
+  FinishResume(todo, keep_backup, &times);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::MapResumeRange(Arena* a, uintptr_t addr,
+                                             size_t size,
+                                             ResumeMapping* mapping,
+                                             ResumeTimes* times) {
+  Block run;  // a stand-in spanning the range, for MapUnder
+  run.arena = a;
+  run.addr = addr;
+  run.size = size;
+  run.state = BlockState::kAllocated;
+  size_t missing = 0;
+  const bool needs_mapping = a->NeedsMapping(&run, &missing);
+  mapping->needed_pages += missing;
+  if (!needs_mapping) return absl::OkStatus();
+  const uint64_t created_before = stats_.handles_created;
+  absl::Status s;
+  {
+    PhaseClock clock(&times->map_s);
+    s = MapUnder(&run, missing, &mapping->request);
+  }
+  times->pages_created += uint64_t(stats_.handles_created - created_before);
+  ++times->map_ranges;
+  if (s.ok()) {
+    times->pages_mapped += missing;
+    mapping->mapped.push_back({a, addr, size});
+  }
+  return s;
+}
+
+absl::Status DeviceAllocator::MapLiveRuns(
+    RegionTag tag,
+    absl::FunctionRef<absl::Status(Arena*, uintptr_t, size_t)> map_range) {
+  for (Arena* a : ArenasOfTag(tag)) {
+    for (const Block* b = a->first_block(); b != nullptr;) {
+      if (b->is_free()) {
+        b = b->next;
+        continue;
+      }
+      const uintptr_t addr = b->addr;
+      uintptr_t end = addr;
+      while (b != nullptr && !b->is_free()) {
+        end = b->end();
+        b = b->next;
+      }
+      if (absl::Status s = map_range(a, addr, end - addr); !s.ok()) return s;
     }
-    times.pages_created += uint64_t(stats_.handles_created - created_before);
-    ++times.map_ranges;
-    if (s.ok()) {
-      times.pages_mapped += missing;
-      mapped.push_back({a, addr, size});
-    }
-    return s;
-  };
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::MapAndRestoreTags(
+    const MetadataVector<RegionTag>& todo, ResumeMapping* mapping,
+    ResumeTimes* times) {
+  auto map_range = [&](Arena* a, uintptr_t addr, size_t size)
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                         return MapResumeRange(a, addr, size, mapping, times);
+                       };
   absl::Status status;
   // Tags with a backup: piece by piece, map then start the copy.
   uint64_t last_ticket = 0;
   for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
-    status = RestoreBackup(todo[i], map_range, &last_ticket, &times);
+    status = RestoreBackup(todo[i], map_range, &last_ticket, times);
   }
   // Every run of adjacent live blocks (tags without a backup; anything the
   // backups did not cover) mapped as one range.
   for (size_t i = 0; i < todo.size() && status.ok(); ++i) {
-    for (Arena* a : ArenasOfTag(todo[i])) {
-      for (const Block* b = a->first_block(); b != nullptr && status.ok();) {
-        if (b->is_free()) {
-          b = b->next;
-          continue;
-        }
-        const uintptr_t addr = b->addr;
-        uintptr_t end = addr;
-        while (b != nullptr && !b->is_free()) {
-          end = b->end();
-          b = b->next;
-        }
-        status = map_range(a, addr, end - addr);
-      }
-      if (!status.ok()) break;
-    }
+    status = MapLiveRuns(todo[i], map_range);
   }
   if (status.ok() && last_ticket > 0) {
-    PhaseClock wait_clock(&times.copy_wait_s);
+    PhaseClock wait_clock(&times->copy_wait_s);
     status = sleep_.copier->WaitFor(last_ticket);
   }
-  if (!status.ok()) {
-    // All or nothing: copies in flight end first (they write into the pages);
-    // then the pages this call mapped (no program work has used them) are
-    // unmapped and released; the tags stay paused with their backups.
-    if (sleep_.copier != nullptr) {
-      sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
-    }
-    PauseTimes undo_times;  // not reported: the resume failed
-    for (size_t i = mapped.size(); i-- > 0;) {
-      UnmapRange(mapped[i].arena, mapped[i].addr, mapped[i].size, &undo_times)
-          .IgnoreError();
-    }
-    ReleaseIdlePages(&undo_times);
-    ++sleep_.num_resume_failures;
-    const DeviceMemoryInfo info = backend_->MemoryInfo();
-    return absl::Status(
-        status.code(),
-        absl::StrFormat(
-            "fragfree: cannot resume %s on device %d: %s. The tags stay "
-            "paused and every page this resume mapped was released. Resuming "
-            "needs %s of pages; fragfree maps %s now (limit %s), and the "
-            "device has %s free of %s: free memory or pause other tags, then "
-            "resume again.",
-            TagNames(todo), device_, status.message(),
-            FormatBytes(needed_pages * page_size_),
-            FormatBytes(size_t(stats_.mapped_bytes.current)),
-            FormatBytes(limit_bytes_), FormatBytes(info.free_bytes),
-            FormatBytes(info.total_bytes)));
+  return status;
+}
+
+absl::Status DeviceAllocator::RollBackResume(
+    const MetadataVector<RegionTag>& todo, const absl::Status& status,
+    const ResumeMapping& mapping) {
+  // All or nothing: copies in flight end first (they write into the pages);
+  // then the pages this call mapped (no program work has used them) are
+  // unmapped and released; the tags stay paused with their backups.
+  if (sleep_.copier != nullptr) {
+    sleep_.copier->WaitFor(UINT64_MAX).IgnoreError();
   }
+  PauseTimes undo_times;  // not reported: the resume failed
+  for (size_t i = mapping.mapped.size(); i-- > 0;) {
+    const ResumeMapping::Range& r = mapping.mapped[i];
+    UnmapRange(r.arena, r.addr, r.size, &undo_times).IgnoreError();
+  }
+  ReleaseIdlePages(&undo_times);
+  ++sleep_.num_resume_failures;
+  const DeviceMemoryInfo info = backend_->MemoryInfo();
+  return absl::Status(
+      status.code(),
+      absl::StrFormat(
+          "fragfree: cannot resume %s on device %d: %s. The tags stay "
+          "paused and every page this resume mapped was released. Resuming "
+          "needs %s of pages; fragfree maps %s now (limit %s), and the "
+          "device has %s free of %s: free memory or pause other tags, then "
+          "resume again.",
+          TagNames(todo), device_, status.message(),
+          FormatBytes(mapping.needed_pages * page_size_),
+          FormatBytes(size_t(stats_.mapped_bytes.current)),
+          FormatBytes(limit_bytes_), FormatBytes(info.free_bytes),
+          FormatBytes(info.total_bytes)));
+}
+
+void DeviceAllocator::FinishResume(const MetadataVector<RegionTag>& todo,
+                                   bool keep_backup, ResumeTimes* times) {
   // The backups' host memory: kept for the next pause (keep_backup), or
   // freed now, after the copies out of it completed (unpinned on the
   // copier's host threads at once).
-  PhaseClock free_clock(&times.backup_free_s);
+  PhaseClock free_clock(&times->backup_free_s);
   for (RegionTag tag : todo) {
     TagSleepState& t = sleep_.For(tag);
     t.paused = false;
@@ -546,7 +619,6 @@ absl::Status DeviceAllocator::Resume(const std::vector<RegionTag>& tags,
     for (Arena* a : ArenasOfTag(tag)) RestoreQuickCache(a);
   }
   ++sleep_.num_resumes;
-  return absl::OkStatus();
 }
 
 size_t DeviceAllocator::ReleaseBackup() {
