@@ -39,16 +39,30 @@ uint64_t SizeHistogram::KeyOf(uint64_t units, int bits) {
 void SizeHistogram::Sample(size_t size) {
   countdown_ = NextInterval();
   if (sample_every_ == 0) return;
+  pending_[pending_count_++] = size;
+  if (pending_count_ == kBatch) Flush();
+}
+
+void SizeHistogram::Flush() const {
+  // The keys at the current precision: a coarsening inside the batch only
+  // makes some of these prefetches useless.
+  for (uint32_t i = 0; i < pending_count_; ++i) {
+    table_.prefetch(KeyOf(UnitsOf(pending_[i]), bits_));
+  }
+  for (uint32_t i = 0; i < pending_count_; ++i) Add(pending_[i]);
+  pending_count_ = 0;
+}
+
+void SizeHistogram::Add(size_t size) const {
   ++samples_;
-  const uint64_t units = uint64_t(size / 512) + (size % 512 != 0 ? 1 : 0);
-  Entry& e = table_[KeyOf(units, bits_)];
+  Entry& e = table_[KeyOf(UnitsOf(size), bits_)];
   ++e.count;
   e.sum = e.sum + size < e.sum ? kNever : e.sum + size;
   e.max = std::max(e.max, size);
   if (table_.size() > max_sizes_) Coarsen();
 }
 
-void SizeHistogram::Coarsen() {
+void SizeHistogram::Coarsen() const {
   int bits = bits_ == 0 ? kFirstCoarseBits : bits_ - 1;
   MetadataFlatHashSet<uint64_t> keys;
   for (; bits > 1; --bits) {
@@ -70,6 +84,7 @@ void SizeHistogram::Coarsen() {
 }
 
 SizeHistogram::Info SizeHistogram::info() const {
+  Flush();
   Info i;
   i.sample_every = sample_every_;
   i.samples = samples_;
@@ -80,6 +95,7 @@ SizeHistogram::Info SizeHistogram::info() const {
 }
 
 std::vector<SizeCount> SizeHistogram::Entries() const {
+  Flush();
   const uint64_t scale = std::max<uint64_t>(sample_every_, 1);
   std::vector<SizeCount> out;
   out.reserve(table_.size() * 3);
@@ -99,6 +115,7 @@ std::vector<SizeCount> SizeHistogram::Entries() const {
 }
 
 void SizeHistogram::Clear() {
+  pending_count_ = 0;
   table_.clear();
   samples_ = 0;
   bits_ = 0;

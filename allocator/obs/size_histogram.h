@@ -6,6 +6,12 @@
 // repeats the same sequence of requests is not sampled in lock-step; the first
 // request is always sampled).
 //
+// Sampled sizes are added to the table kBatch at a time, in the order they
+// were sampled (so the table is what adding each at once would make), with
+// the table's slots for the whole batch prefetched first: the table is a few
+// hundred KiB, and one lookup per sample was a cache miss in the sampled
+// call. Every reader adds the pending sizes first.
+//
 // A sampled size is kept under its 512-byte key (the advisor's resolution)
 // with its count, the sum and the largest of its exact sizes, so the padding
 // figures stay exact and the advised buckets cover the sizes seen. At most
@@ -16,10 +22,12 @@
 // every request. The table is on the metadata arena (Note may insert into it
 // under the engine's lock); Entries() returns a copy on the caller's heap.
 //
-// Thread-safety: none of its own. DeviceAllocator guards it with its mu_.
+// Thread-safety: none of its own. DeviceAllocator guards it with its mu_,
+// held exclusively for the const readers too (they add the pending samples).
 #ifndef FRAGFREE_ALLOCATOR_OBS_SIZE_HISTOGRAM_H_
 #define FRAGFREE_ALLOCATOR_OBS_SIZE_HISTOGRAM_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -68,19 +76,33 @@ class SizeHistogram {
     size_t max = 0;
   };
 
+  static constexpr uint32_t kBatch = 32;
+
   void Sample(size_t size);
+  // Adds the pending sampled sizes to the table, oldest first. Const: the
+  // histogram's value (every sampled size) does not change, only where the
+  // pending ones are kept.
+  void Flush() const;
+  void Add(size_t size) const;
   // The key of a size in 512-byte units at `bits` significant bits (0: exact).
   static uint64_t KeyOf(uint64_t units, int bits);
-  void Coarsen();
+  static uint64_t UnitsOf(size_t size) {
+    return uint64_t(size / 512) + (size % 512 != 0 ? 1 : 0);
+  }
+  void Coarsen() const;
   uint64_t NextInterval();
 
   uint32_t sample_every_;
   size_t max_sizes_;
   uint64_t countdown_;
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;
-  int bits_ = 0;
-  uint64_t samples_ = 0;
-  MetadataFlatHashMap<uint64_t, Entry> table_;
+  // Sampled sizes not yet in the table (pending_[0, pending_count_)), and the
+  // table of the others; together, every sampled size since Clear.
+  mutable std::array<size_t, kBatch> pending_;
+  mutable uint32_t pending_count_ = 0;
+  mutable int bits_ = 0;
+  mutable uint64_t samples_ = 0;
+  mutable MetadataFlatHashMap<uint64_t, Entry> table_;
 };
 
 }  // namespace fragfree

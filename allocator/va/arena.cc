@@ -113,11 +113,6 @@ bool Arena::AnyMappedSlow(size_t first, size_t end) const {
   return any;
 }
 
-size_t Arena::UnmappedPagesIn(uintptr_t addr, size_t size) const {
-  const size_t first = FirstPage(addr), end = EndPage(addr + size);
-  return end - first - MappedIn(first, end);
-}
-
 Block* Arena::Allocate(size_t size, size_t requested) {
   Block* block = free_index_.FindFit(size);
   if (block == nullptr) return nullptr;

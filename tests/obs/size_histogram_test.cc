@@ -1,6 +1,7 @@
 // SizeHistogram: sampling rate (off, every request, 1 in N without lock-step on
 // periodic workloads), exact totals per 512-byte key, the bound on distinct
-// sizes (coarsening keeps counts, bytes and the largest size), and Clear.
+// sizes (coarsening keeps counts, bytes and the largest size), reads that
+// see every sample whenever they come, and Clear.
 #include "allocator/obs/size_histogram.h"
 
 #include <cstdint>
@@ -109,10 +110,34 @@ TEST(SizeHistogram, DistinctSizesStayBoundedAndTotalsAreKept) {
   EXPECT_GE(a.buckets.back(), largest);
 }
 
+TEST(SizeHistogram, ReadsSeeTheSameHistogramWhenever) {
+  // Read after every request (each sample added at once) or only at the end
+  // (samples added in batches): the same table, coarsenings included.
+  SizeHistogram each(1, 128), batched(1, 128);
+  for (int i = 0; i < 5000; ++i) {
+    const size_t size = 512 * size_t(1 + (uint64_t(i) * 104729) % 90000) + 1;
+    each.Note(size);
+    ASSERT_EQ(each.info().samples, uint64_t(i) + 1);
+    batched.Note(size);
+  }
+  const SizeHistogram::Info a = each.info(), b = batched.info();
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.distinct_sizes, b.distinct_sizes);
+  EXPECT_EQ(a.precision_bits, b.precision_bits);
+  EXPECT_GT(b.precision_bits, 0);
+  const std::vector<SizeCount> ea = each.Entries(), eb = batched.Entries();
+  ASSERT_EQ(ea.size(), eb.size());
+  for (size_t i = 0; i < ea.size(); ++i) {
+    EXPECT_EQ(ea[i].size, eb[i].size);
+    EXPECT_EQ(ea[i].count, eb[i].count);
+  }
+}
+
 TEST(SizeHistogram, ClearForgetsSamples) {
   SizeHistogram h(1, 128);
   for (int i = 1; i <= 1000; ++i) h.Note(size_t(i) * 512);
   EXPECT_GT(h.info().precision_bits, 0);
+  h.Note(700);  // not yet read: pending, forgotten too
   h.Clear();
   EXPECT_EQ(h.info().samples, 0u);
   EXPECT_EQ(h.info().precision_bits, 0);
