@@ -262,6 +262,92 @@ def _():
     return {"type": type(err).__name__}
 
 
+@check("caching_allocator_alloc")
+def _():
+    base = torch.cuda.memory_allocated()
+    p = torch.cuda.caching_allocator_alloc(3 * MIB)
+    mid = torch.cuda.memory_allocated()
+    side = torch.cuda.Stream()
+    q = torch.cuda.caching_allocator_alloc(5 * MIB, stream=side)
+    torch.cuda.caching_allocator_delete(p)
+    torch.cuda.caching_allocator_delete(q)
+    end = torch.cuda.memory_allocated()
+    assert mid - base >= 3 * MIB and end == base, (base, mid, end)
+    return {"allocated": [base, mid, end]}
+
+
+@check("memory_snapshot_blocks")
+def _():
+    x = torch.empty(7 * MIB, dtype=torch.uint8, device="cuda")
+    segments = torch.cuda.memory_snapshot()
+    found = any(b.get("state") == "active_allocated" and b["size"] >= 7 * MIB
+                for seg in segments for b in seg["blocks"])
+    keys = sorted(segments[0].keys()) if segments else []
+    del x
+    assert found, f"no active 7 MiB block in memory_snapshot(); segment keys {keys}"
+    return {"segment_keys": keys}
+
+
+@check("peaks_and_nested_stats")
+def _():
+    torch.cuda.reset_peak_memory_stats()
+    y = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
+    peak_allocated = torch.cuda.max_memory_allocated()
+    peak_reserved = torch.cuda.max_memory_reserved()
+    del y
+    nested = torch.cuda.memory_stats_as_nested_dict()
+    assert peak_allocated >= 64 * MIB and peak_reserved >= peak_allocated, (peak_allocated, peak_reserved)
+    assert "allocated_bytes" in nested
+    torch.cuda.reset_max_memory_allocated()
+    return {"peaks": [peak_allocated, peak_reserved], "after_reset": torch.cuda.max_memory_allocated()}
+
+
+@check("empty_cache_reserved")
+def _():
+    z = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    del z
+    reserved0, free0 = torch.cuda.memory_reserved(), torch.cuda.mem_get_info()[0]
+    torch.cuda.empty_cache()
+    reserved1, free1 = torch.cuda.memory_reserved(), torch.cuda.mem_get_info()[0]
+    assert reserved1 < reserved0 and free1 > free0, (reserved0, reserved1, free0, free1)
+    return {"reserved": [reserved0, reserved1], "freed": free1 - free0}
+
+
+@check("allocator_settings")
+def _():
+    torch.cuda.memory._set_allocator_settings("roundup_power2_divisions:4")
+    a = torch.empty(1000 * 1000 + 3, dtype=torch.uint8, device="cuda")
+    return {"storage_bytes": a.untyped_storage().nbytes()}
+
+
+@check("memory_fraction_get")
+def _():
+    get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    if get is None:
+        raise Skip("torch.cuda.get_per_process_memory_fraction is absent in this torch")
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    try:
+        value = get()
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert abs(value - 0.5) < 1e-6, value
+    return {"fraction": value}
+
+
+@check("record_stream")
+def _():
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.ones(16 * MIB // 4, device="cuda")
+    t.record_stream(torch.cuda.current_stream())
+    torch.cuda.current_stream().wait_stream(side)
+    total = float(t.sum())
+    del t
+    torch.cuda.synchronize()
+    assert total == 4 * MIB, total
+    return {"sum": total}
+
+
 ok = all(r["ok"] is not False for r in results.values())
 print(json.dumps({
     "mode": MODE,
