@@ -56,9 +56,7 @@ absl::StatusOr<PinnedHostAllocator*> Make() {
     backend = std::move(*b);
     events = std::move(*e);
 #else
-    return absl::UnavailableError(
-        "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
-        "FRAGFREE_CONF=backend:host for emulated pinned memory");
+    return NoCudaBuildError("emulated pinned memory");
 #endif
   } else {
     backend = std::make_unique<EmulatedPinningBackend>(conf->emulation);

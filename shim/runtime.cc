@@ -97,9 +97,7 @@ absl::StatusOr<int> Runtime::DeviceCount() {
   FF_CU_RETURN_IF_ERROR(**cu, cuDeviceGetCount(&count));
   return count;
 #else
-  return absl::UnavailableError(
-      "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
-      "FRAGFREE_CONF=backend:host");
+  return NoCudaBuildError();
 #endif
 }
 
@@ -143,9 +141,7 @@ absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
     if (!e.ok()) return e.status();
     events = std::move(*e);
 #else
-    return absl::UnavailableError(
-        "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
-        "FRAGFREE_CONF=backend:host");
+    return NoCudaBuildError();
 #endif
   }
   absl::StatusOr<std::unique_ptr<DeviceAllocator>> allocator =

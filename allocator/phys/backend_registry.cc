@@ -20,9 +20,7 @@ absl::StatusOr<std::unique_ptr<PhysicalBackend>> MakeCuda(
   return std::unique_ptr<PhysicalBackend>(std::move(*b));
 #else
   (void)params;
-  return absl::UnavailableError(
-      "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
-      "FRAGFREE_CONF=backend:host");
+  return NoCudaBuildError();
 #endif
 }
 
@@ -83,6 +81,14 @@ const std::string& BackendNames() {
     return s;
   }();
   return *names;
+}
+
+absl::Status NoCudaBuildError(std::string_view what) {
+  std::string message =
+      "fragfree was built without CUDA (FRAGFREE_WITH_CUDA=OFF); use "
+      "FRAGFREE_CONF=backend:host";
+  if (!what.empty()) message.append(" for ").append(what);
+  return absl::UnavailableError(message);
 }
 
 }  // namespace fragfree

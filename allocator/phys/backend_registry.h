@@ -46,6 +46,9 @@ const BackendSpec* FindBackend(std::string_view name);
 const std::string& BackendsDoc();
 // "cuda, host or simulated": what an unknown name is told.
 const std::string& BackendNames();
+// The error of anything that needs CUDA in a build without it; `what`, when
+// not empty, says what the host backend gives instead.
+absl::Status NoCudaBuildError(std::string_view what = "");
 
 }  // namespace fragfree
 
