@@ -62,7 +62,8 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       placement_(MakePlacementPolicy(options)),
       source_(PageSource::Parts{&pages_, &order_.fences(), events_.get(),
                                 &trace_, &stats_, placement_.get(), &arenas_,
-                                &reclaim_queue_, page_size_}) {
+                                &reclaim_queue_, page_size_,
+                                options.defer_unmap}) {
   MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);
@@ -75,6 +76,7 @@ DeviceAllocator::~DeviceAllocator() {
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   order_.fences().WaitAll().IgnoreError();
+  source_.UnmapDetached(/*wait=*/true).IgnoreError();
   DrainQuickCaches();
   order_.pending().Clear(/*wait=*/true);
   live_.Clear();
@@ -89,7 +91,7 @@ DeviceAllocator::~DeviceAllocator() {
     }
     for (PageId p : pages) pages_.ReturnIdle(p);
     pages.clear();
-    if (arena->mapped_pages() > 0) {
+    if (arena->mapped_pages() > 0 || arena->detached_pages() > 0) {
       // The backend refused to unmap (a CUDA context already torn down at
       // exit, a lost device): leak the arena rather than abort the process.
       fprintf(stderr,
@@ -290,7 +292,9 @@ bool DeviceAllocator::MayMove(const Arena* arena) const {
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count,
                                        RequestState* request) {
   auto may_move = [&](const Arena* a) { return MayMove(a); };
-  return source_.MapUnder(block, count, {capturing_ > 0, may_move}, request);
+  return source_.MapUnder(
+      block, count, {capturing_ > 0, may_move, block->arena->stream_slot()},
+      request);
 }
 
 void DeviceAllocator::ReturnBlockToArena(Block* block) {
@@ -382,6 +386,7 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = order_.fences().WaitAll(); !s.ok()) return s;
+  if (absl::Status s = source_.UnmapDetached(/*wait=*/true); !s.ok()) return s;
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
   PageList pages;
   auto may_move = [&](const Arena* a) { return MayMove(a); };

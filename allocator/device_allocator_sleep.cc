@@ -394,8 +394,10 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
   PauseTimes& times = sleep_.last_pause;
   times = PauseTimes();
   PhaseClock clock(&times.total_s);
-  absl::Status status;
+  // Paused pages are released: none may stay mapped at an old address.
+  absl::Status status = source_.UnmapDetached(/*wait=*/true);
   for (RegionTag tag : tags) {
+    if (!status.ok()) break;
     if (tag == kNoRegionTag) {
       status = absl::InvalidArgumentError("pause: tag 0 is not a region tag");
       break;

@@ -133,9 +133,14 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
 
 absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
   FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
-  absl::Status status =
-      source_.UnmapFree(arena, arena->first_block(), SIZE_MAX);
-  if (!status.ok() || arena->mapped_pages() > 0) return status;
+  absl::Status status = source_.UnmapDetached(arena, /*wait=*/true);
+  if (status.ok()) {
+    status = source_.UnmapFree(arena, arena->first_block(), SIZE_MAX);
+  }
+  if (!status.ok() || arena->mapped_pages() > 0 ||
+      arena->detached_pages() > 0) {
+    return status;
+  }
   MetadataVector<Arena*>& list =
       streams_[arena->stream_slot()].arenas[int(arena->kind())];
   list.erase(std::find(list.begin(), list.end(), arena));

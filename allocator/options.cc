@@ -389,6 +389,13 @@ constexpr KeyRow kKeys[] = {
       "`False` counts allocated bytes only (less memory, more page moves and "
       "waits). See docs/design.md, Note [Pending frees count as in use]"},
      Word<SetFlag<&Options::grow_for_pending_frees>>},
+    {{"defer_unmap", "`True`",
+      "a page reclaimed from a hole that the request's own stream freed is "
+      "mapped at once (stream order makes the reuse safe) and its old address "
+      "is unmapped once the GPU has passed the hole's last use; `False` waits "
+      "for the GPU first, as for other streams' holes. See docs/design.md, "
+      "Note [Moving a page without waiting]"},
+     Word<SetFlag<&Options::defer_unmap>>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},

@@ -47,6 +47,11 @@ struct Options {
   // a request creates pages instead of reclaiming. See Note [Pending frees
   // count as in use].
   bool grow_for_pending_frees = true;
+  // A page reclaimed from a hole the request's own stream freed moves at once,
+  // its old address unmapped once the GPU has passed the hole's last use,
+  // instead of the CPU waiting for that. See Note [Moving a page without
+  // waiting].
+  bool defer_unmap = true;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).

@@ -10,9 +10,11 @@
 //  - Unmap(va, size) may cover several adjacent mappings, each wholly (as
 //    cuMemUnmap does); never part of one.
 //  - A handle is one piece of physical memory of the size it was created with.
-//  It can
-//    be mapped at one VA range at a time here, unmapped, and mapped again
-//    elsewhere; its contents survive remapping.
+//    It can be mapped, unmapped and mapped again elsewhere; its contents
+//    survive remapping. It may be mapped at several VA ranges at once (as
+//    cuMemMap allows): the engine does so only while a moved page's old
+//    address waits for its stream's fence (Note [Moving a page without
+//    waiting] in docs/design.md). Release needs it unmapped everywhere.
 //  - Create fails with ResourceExhausted when physical memory is exhausted (the
 //  OOM
 //    path: the caller reclaims and retries); every other failure is an error

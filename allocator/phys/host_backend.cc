@@ -146,7 +146,7 @@ absl::Status HostBackend::Release(PhysHandle handle) {
     return absl::InvalidArgumentError(
         "host backend: Release of unknown handle");
   }
-  if (it->second.mapped_at != 0) {
+  if (it->second.mappings != 0) {
     return absl::FailedPreconditionError(
         "host backend: Release of a handle that is still mapped");
   }
@@ -173,10 +173,9 @@ absl::Status HostBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
   if (it == handles_.end()) {
     return absl::InvalidArgumentError("host backend: Map of unknown handle");
   }
-  if (it->second.size != size || it->second.mapped_at != 0) {
+  if (it->second.size != size) {
     return absl::InvalidArgumentError(
-        "host backend: Map size differs from the handle's, or the handle is "
-        "already mapped");
+        "host backend: Map size differs from the handle's");
   }
   auto next = mappings_.lower_bound(va);
   if (next != mappings_.end() && next->first < va + size) {
@@ -194,7 +193,7 @@ absl::Status HostBackend::Map(uintptr_t va, size_t size, PhysHandle handle) {
   void* at = mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
                   MAP_SHARED | MAP_FIXED, fd, off_t(it->second.offset));
   if (at == MAP_FAILED) return ErrnoStatus("mmap(MAP_FIXED) of a handle");
-  it->second.mapped_at = va;
+  ++it->second.mappings;
   mappings_[va] = handle.value;
   return absl::OkStatus();
 }
@@ -219,7 +218,7 @@ absl::Status HostBackend::Unmap(uintptr_t va, size_t size) {
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (at == MAP_FAILED) return ErrnoStatus("mmap(PROT_NONE) to unmap");
   for (auto& e : to_erase) {
-    handles_[e->second].mapped_at = 0;
+    --handles_[e->second].mappings;
     mappings_.erase(e);
   }
   return absl::OkStatus();

@@ -49,8 +49,8 @@ class HostBackend final : public PhysicalBackend {
   struct HandleInfo {
     size_t offset;  // in the memfd
     size_t size;
-    uintptr_t mapped_at;  // 0 when unmapped
-    int import_fd = -1;   // imported: this process's duplicate of the file
+    int mappings = 0;    // VA ranges it is mapped at now
+    int import_fd = -1;  // imported: this process's duplicate of the file
   };
   HostBackend(int fd, size_t capacity, size_t granularity);
   absl::Status CheckAligned(const char* call, uintptr_t va, size_t size) const;

@@ -30,17 +30,29 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   auto take = [&](Arena* arena, Block* b) {
     if (!scope.may_move(arena)) return true;
     const uint32_t slot = arena->stream_slot();
+    // Stream order makes a hole of the request's own stream safe to reuse at
+    // once; only its old address must wait (Note [Moving a page without
+    // waiting]).
+    bool detach = false;
     if (!p_.fences->IsComplete(slot, b->free_epoch)) {
-      if (!wait || p_.events->IsCapturing(arena->stream())) return true;
-      status = p_.fences->WaitFor(slot, b->free_epoch);
-      if (!status.ok()) return false;
+      if (p_.defer_unmap && slot == scope.slot) {
+        detach = true;
+      } else {
+        if (!wait || p_.events->IsCapturing(arena->stream())) return true;
+        status = p_.fences->WaitFor(slot, b->free_epoch);
+        if (!status.ok()) return false;
+      }
     }
     const size_t got_before = out->size();
     runs_.clear();
     moved_indices_.clear();
-    status = arena->UnmapFreePages(
-        b, want - out->size(), out, p_.trace->enabled() ? &runs_ : nullptr,
-        moved != nullptr ? &moved_indices_ : nullptr);
+    VaRuns* runs = p_.trace->enabled() ? &runs_ : nullptr;
+    MetadataVector<size_t>* indices =
+        moved != nullptr ? &moved_indices_ : nullptr;
+    status = detach ? arena->DetachFreePages(b, want - out->size(),
+                                             b->free_epoch, out, runs, indices)
+                    : arena->UnmapFreePages(b, want - out->size(), out, runs,
+                                            indices);
     NoteMapped(arena, -int64_t(out->size() - got_before));
     for (size_t k = 0; moved != nullptr && k < moved_indices_.size(); ++k) {
       moved->push_back({arena, moved_indices_[k], (*out)[got_before + k]});
@@ -54,6 +66,7 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
 
 absl::Status PageSource::MapUnder(Block* block, size_t count,
                                   const Scope& scope, Request* request) {
+  if (absl::Status s = SettleDetached(block, scope); !s.ok()) return s;
   PageList& pages = map_pages_;
   pages.clear();
   created_pages_.clear();
@@ -187,6 +200,47 @@ void PageSource::GiveBack(const PageList& pages) {
   }
   created_pages_.clear();
   moved_pages_.clear();
+}
+
+absl::Status PageSource::UnmapDetached(Arena* arena, bool wait) {
+  if (arena->detached_pages() == 0) return absl::OkStatus();
+  const uint32_t slot = arena->stream_slot();
+  return arena->UnmapAllDetached([&](uint64_t epoch) -> absl::StatusOr<bool> {
+    if (p_.fences->IsComplete(slot, epoch)) return true;
+    if (!wait) return false;
+    if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) {
+      return s;
+    }
+    return true;
+  });
+}
+
+absl::Status PageSource::UnmapDetached(bool wait) {
+  for (const auto& arena : *p_.arenas) {
+    if (absl::Status s = UnmapDetached(arena.get(), wait); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PageSource::SettleDetached(const Block* block,
+                                        const Scope& scope) {
+  bool any = false;
+  for (const auto& arena : *p_.arenas) any |= arena->detached_pages() > 0;
+  if (!any) return absl::OkStatus();
+  if (!scope.capturing) {
+    if (absl::Status s = p_.fences->PollAndFence(); !s.ok()) return s;
+  }
+  if (absl::Status s = UnmapDetached(/*wait=*/false); !s.ok()) return s;
+  // What is left under the block must go before pages are mapped there.
+  Arena* const arena = block->arena;
+  const uint32_t slot = arena->stream_slot();
+  return arena->UnmapDetached(
+      block->addr, block->size, [&](uint64_t epoch) -> absl::StatusOr<bool> {
+        if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) {
+          return s;
+        }
+        return true;
+      });
 }
 
 absl::Status PageSource::UnmapFree(Arena* arena, const Block* block,

@@ -5,7 +5,9 @@
 // allows; then, under pressure, reclaimed pages after polling fences and after
 // waiting for them. A request that fails gives back every page it took (Note
 // [A failed request gives back what it took]): new pages are released, moved
-// ones mapped back where they were, idle ones made idle again.
+// ones mapped back where they were, idle ones made idle again. A page taken
+// from a hole of the request's own stream need not wait for the GPU: its old
+// address is unmapped later (Note [Moving a page without waiting]).
 // Counting goes to the StatsBook, events to the trace ring. The scratch lists
 // are kept between calls (no allocation per map once warm), on the metadata
 // arena.
@@ -47,6 +49,9 @@ class PageSource {
     const MetadataVector<std::unique_ptr<Arena>>* arenas;  // every arena
     const ReclaimQueue* queue;
     size_t page_size;
+    // Pages of holes the request's own stream freed move without waiting for
+    // the GPU (Options::defer_unmap; Note [Moving a page without waiting]).
+    bool defer_unmap = false;
   };
   // Where pages may come from now.
   struct Scope {
@@ -55,7 +60,11 @@ class PageSource {
     // Whether an arena's free pages may move (a graph pool's stay put while
     // the pool lives: a graph may replay).
     absl::FunctionRef<bool(const Arena*)> may_move;
+    // The stream slot of the block the pages are for: holes of that slot
+    // need no wait (stream order), with Parts::defer_unmap. kNoSlot: none.
+    uint32_t slot = kNoSlot;
   };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
   // What one request has done that counts once per request.
   struct Request {
     bool retried = false;  // counted in num_alloc_retries
@@ -92,12 +101,20 @@ class PageSource {
   // Unmaps the whole free pages of `block` in `arena` (at most `max_pages`)
   // back to the pool as idle, tracing the runs unmapped.
   absl::Status UnmapFree(Arena* arena, const Block* block, size_t max_pages);
+  // Unmaps the old addresses of detached pages (Arena::DetachFreePages) whose
+  // fences have completed, in every arena or in `arena` alone; with `wait`,
+  // waits for the others' fences too, so that none is left.
+  absl::Status UnmapDetached(bool wait);
+  absl::Status UnmapDetached(Arena* arena, bool wait);
 
  private:
   // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
   // pages are released to the device, moved ones mapped back into the free
   // blocks they came from (released if that fails), idle ones made idle again.
   void GiveBack(const PageList& pages);
+  // Before pages are mapped under `block`: detached pages whose fences have
+  // completed are unmapped, and those under `block` are waited for.
+  absl::Status SettleDetached(const Block* block, const Scope& scope);
   void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
 
   const Parts p_;

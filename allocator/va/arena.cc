@@ -45,7 +45,8 @@ Arena::Arena(PhysicalBackend* backend, PagePool* pool, BlockPool* blocks,
 }
 
 Arena::~Arena() {
-  FF_CHECK(mapped_pages_ == 0, "an arena was destroyed with pages mapped");
+  FF_CHECK(mapped_pages_ == 0 && detached_.empty(),
+           "an arena was destroyed with pages mapped");
   for (Block* b = first_; b != nullptr;) {
     Block* next = b->next;
     Dequeue(b);
@@ -239,6 +240,7 @@ absl::Status Arena::MapPages(const Block* block, PageList& pages,
       continue;
     }
     FF_CHECK(next < pages.size(), "MapPages got too few pages");
+    FF_CHECK(!detached_.contains(p), "MapPages over a detached page");
     status = backend_->Map(base_ + p * page_size_, page_size_,
                            pool_->handle(pages[next]));
     if (!status.ok()) break;
@@ -378,6 +380,19 @@ void Arena::ForgetMapping(size_t index, PageList* out) {
 absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
                                    PageList* out, VaRuns* runs,
                                    MetadataVector<size_t>* indices) {
+  return TakeFreePages(block, max_pages, /*epoch=*/nullptr, out, runs, indices);
+}
+
+absl::Status Arena::DetachFreePages(const Block* block, size_t max_pages,
+                                    uint64_t epoch, PageList* out, VaRuns* runs,
+                                    MetadataVector<size_t>* indices) {
+  return TakeFreePages(block, max_pages, &epoch, out, runs, indices);
+}
+
+absl::Status Arena::TakeFreePages(const Block* block, size_t max_pages,
+                                  const uint64_t* epoch, PageList* out,
+                                  VaRuns* runs,
+                                  MetadataVector<size_t>* indices) {
   FF_CHECK(block->is_free(), "UnmapFreePages on a block in use");
   size_t first = EndPage(block->addr);
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
@@ -385,7 +400,15 @@ absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
   size_t p = first;
   for (; p < end && done < max_pages; ++p) {
     if (page_of_[p] == kNoPage) continue;
-    if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
+    if (epoch != nullptr) {
+      // A page whose access is unknown stays (a reattached page must be as it
+      // was: accessible); it goes by the waiting path.
+      if (without_access_.contains(p)) continue;
+      detached_[p] = *epoch;
+      ForgetMapping(p, out);
+    } else if (absl::Status s = UnmapPage(p, out); !s.ok()) {
+      return s;
+    }
     if (indices != nullptr) indices->push_back(p);
     AddToRuns(runs, base_ + p * page_size_, page_size_);
     ++done;
@@ -395,14 +418,47 @@ absl::Status Arena::UnmapFreePages(const Block* block, size_t max_pages,
   return absl::OkStatus();
 }
 
+absl::Status Arena::UnmapDetached(uintptr_t addr, size_t size,
+                                  FenceReady ready) {
+  auto it = detached_.lower_bound(FirstPage(addr));
+  const size_t end = EndPage(addr + size);
+  while (it != detached_.end() && it->first < end) {
+    absl::StatusOr<bool> passed = ready(it->second);
+    if (!passed.ok()) return passed.status();
+    if (!*passed) {
+      ++it;
+      continue;
+    }
+    if (absl::Status s =
+            backend_->Unmap(base_ + it->first * page_size_, page_size_);
+        !s.ok()) {
+      return s;
+    }
+    it = detached_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
 size_t Arena::RestorePages(
     const MetadataVector<std::pair<size_t, PageId>>& pages, PageList* failed,
     VaRuns* runs) {
   if (pages.empty()) return 0;
   MetadataVector<size_t>& mapped_now = scratch_mapped_;
   mapped_now.clear();
+  size_t restored = 0;
   for (const auto& [p, id] : pages) {
     FF_CHECK(page_of_[p] == kNoPage, "RestorePages over a mapped page");
+    if (auto d = detached_.find(p); d != detached_.end()) {
+      // Still mapped there, with its access: attached again as it was.
+      detached_.erase(d);
+      page_of_[p] = id;
+      SetMappedBit(p, true);
+      ++restored;
+      ++mapped_pages_;
+      mapped_end_ = std::max(mapped_end_, p + 1);
+      AddToRuns(runs, base_ + p * page_size_, page_size_);
+      continue;
+    }
     if (!backend_->Map(base_ + p * page_size_, page_size_, pool_->handle(id))
              .ok()) {
       failed->push_back(id);
@@ -413,7 +469,6 @@ size_t Arena::RestorePages(
     mapped_now.push_back(p);
   }
   // One SetAccess per contiguous run; a run it fails on is unmapped again.
-  size_t restored = 0;
   for (size_t i = 0; i < mapped_now.size();) {
     size_t j = i + 1;
     while (j < mapped_now.size() && mapped_now[j] == mapped_now[j - 1] + 1) ++j;
@@ -450,6 +505,9 @@ absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
                                  VaRuns* runs, size_t* calls) {
   const size_t first = FirstPage(addr);
   const size_t end = std::min(EndPage(addr + size), mapped_end_);
+  FF_CHECK(detached_.lower_bound(first) == detached_.end() ||
+               detached_.lower_bound(first)->first >= EndPage(addr + size),
+           "UnmapPagesIn over a detached page");
   absl::Status status;
   for (size_t p = first; p < end && status.ok();) {
     if (page_of_[p] == kNoPage) {

@@ -11,8 +11,10 @@
 // be set (kept after a failed undo, see MapPages) is recorded, and MapPages
 // sets its access before any block over it is handed out. Free blocks holding
 // a whole mapped page are also in the device's ReclaimQueue or the arena's
-// RemainderBins (va/reclaim_queue.h). The Arena object, its page tables and
-// its blocks are on the metadata arena (base/metadata_arena.h).
+// RemainderBins (va/reclaim_queue.h). A page moved away before the GPU passed
+// its free block's last use may stay mapped at its old address, detached,
+// until its fence completes (DetachFreePages). The Arena object, its page
+// tables and its blocks are on the metadata arena (base/metadata_arena.h).
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
@@ -21,6 +23,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "allocator/base/metadata_arena.h"
@@ -95,21 +98,44 @@ class Arena : public MetadataObject {
   absl::Status UnmapFreePages(const Block* block, size_t max_pages,
                               PageList* out, VaRuns* runs = nullptr,
                               MetadataVector<size_t>* indices = nullptr);
-  // Maps pages back at the indices UnmapFreePages took them from: `pages` are
-  // (index, page) pairs sorted by index, each index unmapped now and inside a
-  // free block (a failed request gives back what it took: Note [A failed
-  // request gives back what it took] in docs/design.md). A page that cannot be
-  // mapped and made accessible again is appended to `failed` (the caller's); a
-  // page whose undo Unmap fails too stays mapped, recorded as without access
-  // (as in MapPages). Free blocks that hold a whole mapped page again rejoin
-  // the reclaim queue or the remainder bins. Returns the pages now mapped
-  // here; `runs` (optional) receives the VA ranges mapped.
+  // As UnmapFreePages, for pages that move to a block on this arena's stream
+  // before the GPU has passed `block`'s last use: the pages leave the arena
+  // (out, runs, indices as above) but their old addresses stay mapped,
+  // *detached*, until UnmapDetached finds the stream's fence past `epoch`
+  // (Note [Moving a page without waiting] in docs/design.md). A detached
+  // index counts as unmapped; no page is mapped there again before its old
+  // mapping is gone.
+  absl::Status DetachFreePages(const Block* block, size_t max_pages,
+                               uint64_t epoch, PageList* out,
+                               VaRuns* runs = nullptr,
+                               MetadataVector<size_t>* indices = nullptr);
+  // Whether the GPU has passed a detached page's fence epoch; may wait for it.
+  using FenceReady = absl::FunctionRef<absl::StatusOr<bool>(uint64_t epoch)>;
+  // Unmaps the old addresses of the detached pages in [addr, addr + size)
+  // whose epoch `ready` says is passed. Stops at the first error (that page
+  // stays detached).
+  absl::Status UnmapDetached(uintptr_t addr, size_t size, FenceReady ready);
+  absl::Status UnmapAllDetached(FenceReady ready) {
+    return UnmapDetached(base_, size_, ready);
+  }
+  size_t detached_pages() const { return detached_.size(); }
+  // Maps pages back at the indices UnmapFreePages or DetachFreePages took
+  // them from (a detached one is attached again, no backend call): `pages`
+  // are (index, page) pairs sorted by index, each index unmapped now and
+  // inside a free block (a failed request gives back what it took: Note [A
+  // failed request gives back what it took] in docs/design.md). A page that
+  // cannot be mapped and made accessible again is appended to `failed` (the
+  // caller's); a page whose undo Unmap fails too stays mapped, recorded as
+  // without access (as in MapPages). Free blocks that hold a whole mapped page
+  // again rejoin the reclaim queue or the remainder bins. Returns the pages now
+  // mapped here; `runs` (optional) receives the VA ranges mapped.
   size_t RestorePages(const MetadataVector<std::pair<size_t, PageId>>& pages,
                       PageList* failed, VaRuns* runs = nullptr);
   // Unmaps every mapped page overlapping [addr, addr + size), whatever lies
   // over it (live blocks too: sleep and wake, docs/sleep.md), appending their
   // ids to `out`; free blocks left without a whole mapped page leave the
-  // reclaim index. The caller knows that no GPU work uses those pages. Each
+  // reclaim index. The caller knows that no GPU work uses those pages, and
+  // no page there is detached (UnmapDetached first). Each
   // run of adjacent mapped pages is unmapped by one backend call (page by
   // page where the backend refuses the run); `calls`, when given, is
   // incremented per call. On an Unmap failure the pages before it are
@@ -222,6 +248,11 @@ class Arena : public MetadataObject {
     }
   }
   absl::Status UnmapPage(size_t index, PageList* out);
+  // UnmapFreePages and DetachFreePages: detach (at `*epoch`) rather than
+  // unmap when `epoch` is given.
+  absl::Status TakeFreePages(const Block* block, size_t max_pages,
+                             const uint64_t* epoch, PageList* out, VaRuns* runs,
+                             MetadataVector<size_t>* indices);
   // Page `index` was just unmapped: its id goes to `out`, the tables forget it.
   void ForgetMapping(size_t index, PageList* out);
   // Pages under [addr, addr + size) that are not mapped. A fully mapped range
@@ -259,6 +290,9 @@ class Arena : public MetadataObject {
   // empty). MapPages sets their access before a block over them is used;
   // unmapping a page removes it.
   MetadataBtreeSet<size_t> without_access_;
+  // Detached pages (DetachFreePages): page index -> the fence epoch after
+  // which its old mapping may go. page_of_ and the bitmap say unmapped.
+  MetadataBtreeMap<size_t, uint64_t> detached_;
   // MapPages's lists of page indices (reused: no allocation per call once
   // warm).
   MetadataVector<size_t> scratch_mapped_;

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/forwarding_backend.h"
@@ -29,10 +30,14 @@ class CountingBackend final : public ForwardingBackend {
     if (h.ok()) peak_physical_ = std::max(peak_physical_, physical());
     return h;
   }
+  // A page mapped at a second address while its old one waits for a fence
+  // (Note [Moving a page without waiting]) is counted once: reserved memory
+  // is the physical memory mapped. The engine maps one page per call.
   absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override {
     absl::Status s = ForwardingBackend::Map(va, size, handle);
     if (s.ok()) {
-      mapped_ += size;
+      if (handle_mappings_[handle.value]++ == 0) mapped_ += size;
+      handle_at_[va] = handle.value;
       peak_mapped_ = std::max(peak_mapped_, mapped_);
       ++map_calls_;
     }
@@ -41,7 +46,16 @@ class CountingBackend final : public ForwardingBackend {
   absl::Status Unmap(uintptr_t va, size_t size) override {
     absl::Status s = ForwardingBackend::Unmap(va, size);
     if (s.ok()) {
-      mapped_ -= size;
+      const size_t page = Granularity();
+      for (uintptr_t at = va; at < va + size; at += page) {
+        auto it = handle_at_.find(at);
+        if (it == handle_at_.end()) continue;
+        if (--handle_mappings_[it->second] == 0) {
+          handle_mappings_.erase(it->second);
+          mapped_ -= page;
+        }
+        handle_at_.erase(it);
+      }
       ++unmap_calls_;
     }
     return s;
@@ -59,6 +73,8 @@ class CountingBackend final : public ForwardingBackend {
   uint64_t unmap_calls() const { return unmap_calls_; }
 
  private:
+  absl::flat_hash_map<uint64_t, int> handle_mappings_;  // handle -> mappings
+  absl::flat_hash_map<uintptr_t, uint64_t> handle_at_;  // page VA -> handle
   uint64_t mapped_ = 0;
   uint64_t peak_mapped_ = 0;
   uint64_t peak_physical_ = 0;

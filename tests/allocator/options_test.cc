@@ -212,7 +212,8 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "host_capacity_mb, host_granularity_kb, host_devices, "
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
-            "grow_slack, grow_for_pending_frees, va_factor, stats_at_exit, "
+            "grow_slack, grow_for_pending_frees, defer_unmap, va_factor, "
+            "stats_at_exit, "
             "time_calls, snapshot_path, "
             "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
   std::vector<std::string> names;
