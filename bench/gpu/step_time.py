@@ -16,7 +16,8 @@ every step, 4k..32k tokens a step).
 Modes: torch (PyTorch's default caching allocator), expandable
 (expandable_segments:True), ff-native (fragfree.enable(mode="native")),
 ff-pluggable (fragfree.enable(mode="pluggable")), ff-preload
-(LD_PRELOAD=libfragfree.so).
+(LD_PRELOAD=libfragfree.so). A fragfree mode may carry engine options after
+"@", added to FRAGFREE_CONF: ff-native@defer_unmap:False.
 
 Every (workload, mode, round) is its own process. Rounds are the outer loop;
 within a round each workload runs under every mode back to back, the modes'
@@ -131,6 +132,9 @@ def child(args):
 
 
 def run_env(mode, lib, device):
+    """The child's environment. A mode may carry engine options after "@"
+    (e.g. ff-native@defer_unmap:False), added to FRAGFREE_CONF."""
+    mode, _, extra = mode.partition("@")
     env = dict(os.environ)
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD"):
         env.pop(k, None)
@@ -144,7 +148,7 @@ def run_env(mode, lib, device):
         # The per-call CPU time (alloc_cpu_ns) is read only with time_calls on
         # (two TSC reads per call; off by default).
         conf = env.get("FRAGFREE_CONF", "")
-        env["FRAGFREE_CONF"] = "time_calls:True" + ("," + conf if conf else "")
+        env["FRAGFREE_CONF"] = ",".join(c for c in ("time_calls:True", conf, extra) if c)
     return env
 
 
@@ -260,7 +264,7 @@ def main():
     workloads = args.workloads.split(",")
     modes = args.modes.split(",")
     for m in modes:
-        if m not in MODES:
+        if m.partition("@")[0] not in MODES:
             p.error(f"unknown mode {m!r} (one of {', '.join(MODES)})")
         if m.startswith("ff-") and not lib:
             p.error(f"mode {m} needs --lib")
@@ -268,7 +272,7 @@ def main():
     os.makedirs(logdir, exist_ok=True)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", "/tmp/fragfree_torch_ext")
     start = time.time()
-    if "ff-native" in modes and args.device != "cpu":
+    if any(m.startswith("ff-native") for m in modes) and args.device != "cpu":
         warm_native_adapter(lib, args.device, logdir)
     results, round_s = [], []
     for rnd in range(args.rounds):
@@ -283,7 +287,7 @@ def main():
             for mode in order:
                 name = f"{wl}-{mode}-r{rnd}"
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
-                       "--child-mode", mode, "--device", args.device, "--warmup",
+                       "--child-mode", mode.partition("@")[0], "--device", args.device, "--warmup",
                        str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
                 t0 = time.time()
                 try:
