@@ -309,7 +309,10 @@ def main():
                     results.append(dict(workload=wl, mode=mode, round=rnd, failed=True))
                     continue
                 res = json.loads(lines[-1][7:])
-                res["round"], res["wall_s"] = rnd, round(time.time() - t0, 1)
+                # The child knows its base mode; the row is the mode as asked
+                # (with its "@" options).
+                res["mode"], res["round"] = mode, rnd
+                res["wall_s"] = round(time.time() - t0, 1)
                 results.append(res)
                 extra = ""
                 if "ff_per_step" in res:
