@@ -55,6 +55,21 @@ absl::Status CheckBlockMapped(const Arena& arena, const Block* b,
   return absl::OkStatus();
 }
 
+// Whether every detached page (Note [Moving a page without waiting]) is a
+// whole page inside a free block and not mapped in the arena's tables.
+absl::Status CheckDetachedPages(const Arena& arena) {
+  for (const auto& [index, epoch] : arena.detached()) {
+    const uintptr_t addr = arena.base() + index * arena.page_size();
+    const Block* b = arena.BlockContaining(addr);
+    if (arena.IsPageMapped(index) || b == nullptr || !b->is_free() ||
+        addr + arena.page_size() > b->end()) {
+      return Fail(absl::StrFormat(
+          "detached page 0x%x is mapped or not inside a free block", addr));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Whether the blocks (ending at `end`) cover the arena and agree with its free
 // index and quick cache.
 absl::Status CheckArenaTally(const Arena& arena, uintptr_t end,
@@ -140,6 +155,7 @@ absl::Status DeviceAllocator::CheckArena(const Arena& arena,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckDetachedPages(arena); !s.ok()) return s;
   recount->mapped_pages += int64_t(arena.mapped_pages());
   return absl::OkStatus();
 }

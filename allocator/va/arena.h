@@ -119,6 +119,10 @@ class Arena : public MetadataObject {
     return UnmapDetached(base_, size_, ready);
   }
   size_t detached_pages() const { return detached_.size(); }
+  // Detached page indices -> their fence epochs (for the invariant check).
+  const MetadataBtreeMap<size_t, uint64_t>& detached() const {
+    return detached_;
+  }
   // Maps pages back at the indices UnmapFreePages or DetachFreePages took
   // them from (a detached one is attached again, no backend call): `pages`
   // are (index, page) pairs sorted by index, each index unmapped now and
