@@ -298,9 +298,10 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
                      block->requested);
 }
 
-void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
-                                         uintptr_t addr, size_t size,
-                                         size_t requested, bool traced) {
+// Inline: Free's path (the only caller outside this file's wrapper above).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::ReturnBlockToArena(
+    Block* block, Arena* arena, uintptr_t addr, size_t size, size_t requested,
+    bool traced) {
   stats_.NoteReturned(StatPoolOf(arena->kind()), int64_t(size));
   if (!traced) {
     trace_.Record(TraceAction::kFreeCompleted, addr, requested,

@@ -1,12 +1,13 @@
 // LiveTable: a device's live allocations by address, with what Free needs of
 // each (LiveEntry), so that a free reads one 32-byte entry and not the block.
 // Open addressing with linear probing (Fibonacci hashing of the address) at a
-// load of at most 1/2, and backward-shift deletion: no tombstones, so under
-// alloc/free churn at a steady live count the table never rehashes in place
-// (a tombstone table does, every few dozen frees near its load limit: a
-// latency spike of O(capacity)). The array doubles as the live count grows,
-// and is on the metadata arena, huge-page backed where the kernel allows
-// (base/huge_pages.h).
+// load of at most 1/4 (short probe runs: whether the next slot is taken is a
+// branch that mispredicts about as often as the slot is taken), and
+// backward-shift deletion: no tombstones, so under alloc/free churn at a
+// steady live count the table never rehashes in place (a tombstone table does,
+// every few dozen frees near its load limit: a latency spike of O(capacity)).
+// The array doubles as the live count grows, and is on the metadata arena,
+// huge-page backed where the kernel allows (base/huge_pages.h).
 // Thread-safety: guarded by the owning DeviceAllocator's lock, except Prefetch,
 // which may run without it (it reads the table's location through relaxed
 // atomics and only hints the cache: a stale or torn reading prefetches the
@@ -66,7 +67,7 @@ class LiveTable {
   void Insert(const LiveEntry& entry) {
     FF_DCHECK(entry.addr != 0 && Find(entry.addr) == nullptr,
               "LiveTable::Insert of a bad or present address");
-    if (2 * (size_ + 1) > capacity()) Grow();
+    if (4 * (size_ + 1) > capacity()) Grow();
     LiveEntry* const slots = this->slots();
     size_t i = Home(entry.addr);
     while (slots[i].addr != 0) i = (i + 1) & mask_;
