@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -27,7 +28,7 @@ class Runtime : public MetadataObject {
  public:
   // The process's runtime (never destroyed: PyTorch may free tensors during
   // static destruction).
-  static Runtime& Get() {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static Runtime& Get() {
     static Runtime* const runtime = new Runtime();
     return *runtime;
   }
