@@ -46,18 +46,12 @@ class FreeIndex {
  private:
   static constexpr size_t kLinearLimit = 32 * 512;  // 16 KiB
   Block* BestOf(Block* head, size_t size) const;
-  // Where a block's bin_prev is written: `b`'s, or a scratch word when `b` is
-  // nullptr (the end of a bin's list), so that linking needs no branch.
-  Block** PrevLink(Block* b) {
-    return b != nullptr ? &b->bin_prev : &scratch_prev_;
-  }
   int NextNonEmptyBin(uint32_t from) const;  // first non-empty bin >= from
 
   std::array<Block*, kNumBins> heads_{};
   std::array<uint64_t, kNumBins / 64> bitmap_{};
   uint64_t summary_ = 0;  // bit i: bitmap_[i] != 0
   size_t count_ = 0;
-  Block* scratch_prev_ = nullptr;  // written by PrevLink(nullptr), never read
 };
 
 inline uint32_t FreeIndex::BinOf(size_t size) {
