@@ -45,6 +45,7 @@ class FreeIndex {
 
  private:
   static constexpr size_t kLinearLimit = 32 * 512;  // 16 KiB
+  template <bool kAllFit>
   Block* BestOf(Block* head, size_t size) const;
   int NextNonEmptyBin(uint32_t from) const;  // first non-empty bin >= from
 
