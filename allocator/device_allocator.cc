@@ -302,9 +302,10 @@ void DeviceAllocator::ReturnBlockToArena(Block* block) {
                      block->requested);
 }
 
-void DeviceAllocator::ReturnBlockToArena(Block* block, Arena* arena,
-                                         uintptr_t addr, size_t size,
-                                         size_t requested, bool traced) {
+// Inline: Free's path (the only caller outside this file's wrapper above).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::ReturnBlockToArena(
+    Block* block, Arena* arena, uintptr_t addr, size_t size, size_t requested,
+    bool traced) {
   stats_.NoteReturned(StatPoolOf(arena->kind()), int64_t(size));
   if (!traced) {
     trace_.Record(TraceAction::kFreeCompleted, addr, requested,
@@ -332,44 +333,44 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
+  // Shared with other processes (docs/ipc.md), or used by other streams.
+  if (ipc_ != nullptr || it->has_uses) [[unlikely]] {
+    return FreeSharedOrUsed(addr);
+  }
+  FreeEntry(it);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
+  LiveEntry* it = live_.Find(addr);
   if (ipc_ != nullptr) {  // shared with other processes: docs/ipc.md
     absl::StatusOr<bool> deferred = IpcDeferFree(addr);
     if (!deferred.ok()) return deferred.status();
     if (*deferred) return absl::OkStatus();
     it = live_.Find(addr);
   }
-  const LiveEntry entry = *it;
-  Block* const block = entry.block;
-  // Releasing reads the block (coalescing); start that miss now, under the
-  // bookkeeping below. A cached block is only written.
-  __builtin_prefetch(block, 1);
-  __builtin_prefetch(reinterpret_cast<const char*>(block) + 64, 1);
+  if (!it->has_uses) {
+    FreeEntry(it);
+    return absl::OkStatus();
+  }
+  Block* const block = it->block;
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
   MetadataVector<EventId> events;
-  if (entry.has_uses) {
-    if (absl::Status s = RecordUseEvents(events_.get(), *block->uses, &events);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = RecordUseEvents(events_.get(), *block->uses, &events);
+      !s.ok()) {
+    return s;
   }
-  live_.Erase(it);
-  Arena* const arena = entry.arena;
-  const size_t requested = entry.requested;
-  const size_t size = rounding_.Round(requested);  // == block->size
-  stats_.NoteFree(StatPoolOf(arena->kind()), int64_t(size), int64_t(requested));
-  if (!entry.has_uses || block->uses->empty()) {
-    // Requested and completed at once: one clock read for both.
-    trace_.RecordTagged(TraceAction::kFreeRequested,
-                        TraceAction::kFreeCompleted, addr, requested,
-                        arena->stream());
-    if (entry.has_uses) block->uses.reset();
-    ReturnBlockToArena(block, arena, addr, size, requested, /*traced=*/true);
-    // The last block of a retired stream's arena: release the arena (an error
-    // leaves it for a later try; the Free itself succeeded).
-    if (order_.retired_dirty()) ReleaseRetiredArenas().IgnoreError();
+  if (block->uses->empty()) {
+    block->uses.reset();
+    FreeEntry(it);
     return absl::OkStatus();
   }
+  const uintptr_t requested = it->requested;
+  Arena* const arena = it->arena;
+  live_.Erase(it);
+  const size_t size = rounding_.Round(requested);  // == block->size
+  stats_.NoteFree(StatPoolOf(arena->kind()), int64_t(size), int64_t(requested));
   // It becomes reusable once the other streams' work completes.
   trace_.RecordTagged(TraceAction::kFreeRequested, addr, requested,
                       arena->stream());
@@ -377,6 +378,28 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   block->uses.reset();
   order_.pending().Add(block, std::move(events));
   return absl::OkStatus();
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::FreeEntry(
+    LiveEntry* it) {
+  const uintptr_t addr = it->addr;
+  Block* const block = it->block;
+  // Releasing reads the block (coalescing); start that miss now, under the
+  // bookkeeping below. A cached block is only written.
+  __builtin_prefetch(block, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(block) + 64, 1);
+  Arena* const arena = it->arena;
+  const size_t requested = it->requested;
+  live_.Erase(it);
+  const size_t size = rounding_.Round(requested);  // == block->size
+  stats_.NoteFree(StatPoolOf(arena->kind()), int64_t(size), int64_t(requested));
+  // Requested and completed at once: one clock read for both.
+  trace_.RecordTagged(TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
+                      addr, requested, arena->stream());
+  ReturnBlockToArena(block, arena, addr, size, requested, /*traced=*/true);
+  // The last block of a retired stream's arena: release the arena (an error
+  // leaves it for a later try; the Free itself succeeded).
+  if (order_.retired_dirty()) ReleaseRetiredArenas().IgnoreError();
 }
 
 absl::Status DeviceAllocator::EmptyCache() {

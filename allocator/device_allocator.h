@@ -401,6 +401,12 @@ class DeviceAllocator : public MetadataObject {
   // reserved bytes, page counters and segments (arenas holding mapped pages).
   void NotePagesMapped(const Arena* arena, int64_t pages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Free's parts: a block other streams used (record_stream) or that may be
+  // exported to other processes; and the common end, which frees a live
+  // entry with no other stream's use pending (Note [Hot path]).
+  absl::Status FreeSharedOrUsed(uintptr_t addr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeEntry(LiveEntry* it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free of an exported block: whether it must wait for its IPC holders (an
   // error for a second Free). false: free it now.
   absl::StatusOr<bool> IpcDeferFree(uintptr_t addr)

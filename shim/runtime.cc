@@ -42,11 +42,6 @@ ff_status_t CodeOf(const absl::Status& status) {
 }
 }  // namespace
 
-Runtime& Runtime::Get() {
-  static Runtime* const runtime = new Runtime();
-  return *runtime;
-}
-
 absl::Status Runtime::EnsureOptionsLocked() {
   if (options_loaded_) return absl::OkStatus();
   const char* env = getenv("FRAGFREE_CONF");
@@ -101,13 +96,7 @@ absl::StatusOr<int> Runtime::DeviceCount() {
 #endif
 }
 
-DeviceAllocator* Runtime::Existing(int device) const {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  return devices_[device].load(std::memory_order_acquire);
-}
-
-absl::StatusOr<DeviceAllocator*> Runtime::Device(int device) {
-  if (DeviceAllocator* d = Existing(device)) return d;
+absl::StatusOr<DeviceAllocator*> Runtime::CreateDevice(int device) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
     return absl::FailedPreconditionError(

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -27,15 +28,25 @@ class Runtime : public MetadataObject {
  public:
   // The process's runtime (never destroyed: PyTorch may free tensors during
   // static destruction).
-  static Runtime& Get();
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static Runtime& Get() {
+    static Runtime* const runtime = new Runtime();
+    return *runtime;
+  }
 
   // Re-reads the options; refused once a device allocator exists.
   absl::Status Init(const char* conf) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
-  // The allocator of `device`, created on first use.
-  absl::StatusOr<DeviceAllocator*> Device(int device) ABSL_LOCKS_EXCLUDED(mu_);
+  // The allocator of `device`, created on first use (inline: every ff_malloc
+  // asks).
+  absl::StatusOr<DeviceAllocator*> Device(int device) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (DeviceAllocator* d = Existing(device)) return d;
+    return CreateDevice(device);
+  }
   // The allocator of `device` if it exists (no creation), else nullptr.
-  DeviceAllocator* Existing(int device) const;
+  DeviceAllocator* Existing(int device) const {
+    if (ABSL_PREDICT_FALSE(device < 0 || device >= kMaxDevices)) return nullptr;
+    return devices_[device].load(std::memory_order_acquire);
+  }
   absl::StatusOr<int> DeviceCount() ABSL_LOCKS_EXCLUDED(mu_);
   Options options() const ABSL_LOCKS_EXCLUDED(mu_);
   // The trace size of every device allocator created from now on (what
@@ -54,6 +65,9 @@ class Runtime : public MetadataObject {
  private:
   Runtime() = default;
   ff_status_t ReportError(const absl::Status& status);
+  // Device's slow path: the allocator, made unless another thread made it.
+  absl::StatusOr<DeviceAllocator*> CreateDevice(int device)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status EnsureOptionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

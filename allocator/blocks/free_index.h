@@ -12,6 +12,8 @@
 #include <array>
 #include <cstdint>
 
+#include "allocator/base/check.h"
+#include "allocator/base/units.h"
 #include "allocator/blocks/block.h"
 
 namespace fragfree {
@@ -42,6 +44,8 @@ class FreeIndex {
   static uint32_t BinOf(size_t size);
 
  private:
+  static constexpr size_t kLinearLimit = 32 * 512;  // 16 KiB
+  template <bool kAllFit>
   Block* BestOf(Block* head, size_t size) const;
   int NextNonEmptyBin(uint32_t from) const;  // first non-empty bin >= from
 
@@ -50,6 +54,56 @@ class FreeIndex {
   uint64_t summary_ = 0;  // bit i: bitmap_[i] != 0
   size_t count_ = 0;
 };
+
+inline uint32_t FreeIndex::BinOf(size_t size) {
+  if (size < kLinearLimit) return uint32_t(size >> 9);
+  int fl = Log2Floor(size);  // >= 14
+  uint32_t sl = uint32_t(size >> (fl - 5)) & 31;
+  uint32_t bin = 32 + uint32_t(fl - 14) * 32 + sl;
+  return bin < kNumBins ? bin : uint32_t(kNumBins - 1);
+}
+
+inline void FreeIndex::Insert(Block* block) {
+  FF_DCHECK(block->is_free() && block->size % 512 == 0 && block->size > 0,
+            "FreeIndex::Insert of a bad block");
+  uint32_t bin = BinOf(block->size);
+  block->bin = uint16_t(bin);
+  block->bin_prev = nullptr;
+  block->bin_next = heads_[bin];
+  if (heads_[bin] != nullptr) heads_[bin]->bin_prev = block;
+  heads_[bin] = block;
+  bitmap_[bin / 64] |= uint64_t{1} << (bin % 64);
+  summary_ |= uint64_t{1} << (bin / 64);
+  ++count_;
+}
+
+inline void FreeIndex::Remove(Block* block) {
+  uint32_t bin = block->bin;
+  if (block->bin_prev != nullptr) {
+    block->bin_prev->bin_next = block->bin_next;
+  } else {
+    FF_CHECK(heads_[bin] == block, "FreeIndex::Remove of an unindexed block");
+    heads_[bin] = block->bin_next;
+  }
+  if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+  block->bin_prev = block->bin_next = nullptr;
+  if (heads_[bin] == nullptr) {
+    bitmap_[bin / 64] &= ~(uint64_t{1} << (bin % 64));
+    if (bitmap_[bin / 64] == 0) summary_ &= ~(uint64_t{1} << (bin / 64));
+  }
+  --count_;
+}
+
+inline int FreeIndex::NextNonEmptyBin(uint32_t from) const {
+  if (from >= kNumBins) return -1;
+  uint32_t word = from / 64;
+  uint64_t bits = bitmap_[word] & (~uint64_t{0} << (from % 64));
+  if (bits != 0) return int(word * 64 + __builtin_ctzll(bits));
+  uint64_t words = word + 1 < 64 ? summary_ & (~uint64_t{0} << (word + 1)) : 0;
+  if (words == 0) return -1;
+  word = uint32_t(__builtin_ctzll(words));
+  return int(word * 64 + __builtin_ctzll(bitmap_[word]));
+}
 
 template <typename Pred>
 Block* FreeIndex::FindFitIf(size_t size, Pred&& pred, int max_scan) const {

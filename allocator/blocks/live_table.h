@@ -1,9 +1,12 @@
 // LiveTable: a device's live allocations by address, with what Free needs of
 // each (LiveEntry), so that a free reads one 32-byte entry and not the block.
 // Open addressing with linear probing (Fibonacci hashing of the address) at a
-// load of at most 1/2, and backward-shift deletion: no tombstones, so under
-// alloc/free churn at a steady live count the table never rehashes in place
-// (a tombstone table does, every few dozen frees near its load limit: a
+// load of at most 1/4 up to kSparseCapacity slots (short probe runs: whether
+// the next slot is taken is a branch that mispredicts about as often as the
+// slot is taken) and 1/2 above (there the table's misses in the caches cost
+// more than those branches), and backward-shift deletion: no tombstones, so
+// under alloc/free churn at a steady live count the table never rehashes in
+// place (a tombstone table does, every few dozen frees near its load limit: a
 // latency spike of O(capacity)). The array doubles as the live count grows,
 // and is on the metadata arena, huge-page backed where the kernel allows
 // (base/huge_pages.h).
@@ -66,7 +69,7 @@ class LiveTable {
   void Insert(const LiveEntry& entry) {
     FF_DCHECK(entry.addr != 0 && Find(entry.addr) == nullptr,
               "LiveTable::Insert of a bad or present address");
-    if (2 * (size_ + 1) > capacity()) Grow();
+    if (size_ + 1 > max_size_) Grow();
     LiveEntry* const slots = this->slots();
     size_t i = Home(entry.addr);
     while (slots[i].addr != 0) i = (i + 1) & mask_;
@@ -107,6 +110,7 @@ class LiveTable {
 
  private:
   static constexpr size_t kMinCapacity = 256;
+  static constexpr size_t kSparseCapacity = 4096;  // 128 KiB of entries
   size_t capacity() const { return mask_ + 1; }
   static size_t HomeAt(uintptr_t addr, int shift) {
     return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift);
@@ -121,6 +125,7 @@ class LiveTable {
     for (size_t i = 0; i < capacity; ++i) new (&slots[i]) LiveEntry();
     slots_.store(slots, std::memory_order_relaxed);
     mask_ = capacity - 1;
+    max_size_ = capacity <= kSparseCapacity ? capacity / 4 : capacity / 2;
     shift_.store(64 - __builtin_ctzll(capacity), std::memory_order_relaxed);
   }
   void Grow() {
@@ -140,6 +145,7 @@ class LiveTable {
   // Atomic only for Prefetch's unlocked reads; written under the lock.
   std::atomic<LiveEntry*> slots_{nullptr};
   size_t mask_ = 0;
+  size_t max_size_ = 0;  // the most entries before the table grows
   std::atomic<int> shift_{64};
   size_t size_ = 0;
 };

@@ -28,10 +28,6 @@ class StatsBook : public DeviceStats {
     active.Increase(pool, 1);
     active_bytes.Increase(pool, bytes);
     requested_bytes.Increase(pool, requested);
-    allocated_high_water_ =
-        std::max(allocated_high_water_, allocated_bytes.pool[kPoolAll].current);
-    active_high_water_ =
-        std::max(active_high_water_, active_bytes.pool[kPoolAll].current);
   }
   // The program freed it (it stays active until its last use is done).
   void NoteFree(int pool, int64_t bytes, int64_t requested) {
@@ -71,13 +67,25 @@ class StatsBook : public DeviceStats {
     handles_created = int64_t(created);
     handles_released = int64_t(released);
   }
+  // Restarts the peaks at the current values; the high waters below keep
+  // theirs.
+  void ResetPeak() {
+    allocated_high_water_ = allocated_high_water();
+    active_high_water_ = active_high_water();
+    DeviceStats::ResetPeak();
+  }
   // Most bytes ever allocated at once (ResetPeak leaves it).
-  int64_t allocated_high_water() const { return allocated_high_water_; }
+  int64_t allocated_high_water() const {
+    return std::max(allocated_high_water_, allocated_bytes.pool[kPoolAll].peak);
+  }
   // Most bytes ever active at once: allocated, or freed by the program while
   // another stream's recorded use of them may still be running.
-  int64_t active_high_water() const { return active_high_water_; }
+  int64_t active_high_water() const {
+    return std::max(active_high_water_, active_bytes.pool[kPoolAll].peak);
+  }
 
  private:
+  // The high waters before the last ResetPeak; the peaks hold them since.
   int64_t allocated_high_water_ = 0;
   int64_t active_high_water_ = 0;
 };

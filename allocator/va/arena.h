@@ -23,6 +23,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -196,11 +197,11 @@ class Arena : public MetadataObject {
   void SplitOffFront(Block* block, size_t bytes);
   // A free block enters / leaves the free index, and the reclaim queue or the
   // remainder bins when it holds a whole mapped page.
-  void AddFree(Block* block) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void AddFree(Block* block) {
     free_index_.Insert(block);
     if (HasReclaimablePage(block)) Enqueue(block);
   }
-  void RemoveFree(Block* block) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void RemoveFree(Block* block) {
     free_index_.Remove(block);
     if (block->queued) Dequeue(block);
   }
