@@ -1,5 +1,5 @@
 // Mutex: the engine's lock. One futex word (0 unlocked, 1 locked, 2 locked
-// with possible waiters: Drepper, "Futexes Are Tricky", mutex 2), wrapped so
+// with possible waiters; an unlock that finds 2 wakes one sleeper), wrapped so
 // that clang's thread-safety analysis checks it like absl::Mutex
 // (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED). Uncontended, a lock is one
 // compare-exchange and an unlock one exchange, inline: std::mutex goes through
