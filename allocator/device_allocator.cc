@@ -366,7 +366,7 @@ absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
     FreeEntry(it);
     return absl::OkStatus();
   }
-  const uintptr_t requested = it->requested;
+  const size_t requested = it->requested;
   Arena* const arena = it->arena;
   live_.Erase(it);
   const size_t size = rounding_.Round(requested);  // == block->size

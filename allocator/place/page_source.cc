@@ -202,17 +202,19 @@ void PageSource::GiveBack(const PageList& pages) {
   moved_pages_.clear();
 }
 
+absl::StatusOr<bool> PageSource::FencePassed(uint32_t slot, uint64_t epoch,
+                                             bool wait) {
+  if (p_.fences->IsComplete(slot, epoch)) return true;
+  if (!wait) return false;
+  if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) return s;
+  return true;
+}
+
 absl::Status PageSource::UnmapDetached(Arena* arena, bool wait) {
   if (arena->detached_pages() == 0) return absl::OkStatus();
   const uint32_t slot = arena->stream_slot();
-  return arena->UnmapAllDetached([&](uint64_t epoch) -> absl::StatusOr<bool> {
-    if (p_.fences->IsComplete(slot, epoch)) return true;
-    if (!wait) return false;
-    if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) {
-      return s;
-    }
-    return true;
-  });
+  return arena->UnmapAllDetached(
+      [&](uint64_t epoch) { return FencePassed(slot, epoch, wait); });
 }
 
 absl::Status PageSource::UnmapDetached(bool wait) {
@@ -234,13 +236,9 @@ absl::Status PageSource::SettleDetached(const Block* block,
   // What is left under the block must go before pages are mapped there.
   Arena* const arena = block->arena;
   const uint32_t slot = arena->stream_slot();
-  return arena->UnmapDetached(
-      block->addr, block->size, [&](uint64_t epoch) -> absl::StatusOr<bool> {
-        if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) {
-          return s;
-        }
-        return true;
-      });
+  return arena->UnmapDetached(block->addr, block->size, [&](uint64_t epoch) {
+    return FencePassed(slot, epoch, /*wait=*/true);
+  });
 }
 
 absl::Status PageSource::UnmapFree(Arena* arena, const Block* block,

@@ -19,6 +19,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/obs/stats_book.h"
 #include "allocator/obs/trace.h"
@@ -115,6 +116,9 @@ class PageSource {
   // Before pages are mapped under `block`: detached pages whose fences have
   // completed are unmapped, and those under `block` are waited for.
   absl::Status SettleDetached(const Block* block, const Scope& scope);
+  // Whether the GPU has passed `epoch` on stream `slot`; with `wait`, waits
+  // for it (true unless the wait fails).
+  absl::StatusOr<bool> FencePassed(uint32_t slot, uint64_t epoch, bool wait);
   void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
 
   const Parts p_;

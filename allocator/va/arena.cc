@@ -505,9 +505,10 @@ absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
                                  VaRuns* runs, size_t* calls) {
   const size_t first = FirstPage(addr);
   const size_t end = std::min(EndPage(addr + size), mapped_end_);
-  FF_CHECK(detached_.lower_bound(first) == detached_.end() ||
-               detached_.lower_bound(first)->first >= EndPage(addr + size),
-           "UnmapPagesIn over a detached page");
+  const auto detached = detached_.lower_bound(first);
+  FF_CHECK(
+      detached == detached_.end() || detached->first >= EndPage(addr + size),
+      "UnmapPagesIn over a detached page");
   absl::Status status;
   for (size_t p = first; p < end && status.ok();) {
     if (page_of_[p] == kNoPage) {

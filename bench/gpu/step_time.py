@@ -131,6 +131,11 @@ def child(args):
     print("RESULT " + json.dumps(res), flush=True)
 
 
+def base_mode(mode):
+    """The mode without its "@" engine options."""
+    return mode.partition("@")[0]
+
+
 def run_env(mode, lib, device):
     """The child's environment. A mode may carry engine options after "@"
     (e.g. ff-native@defer_unmap:False), added to FRAGFREE_CONF."""
@@ -264,7 +269,7 @@ def main():
     workloads = args.workloads.split(",")
     modes = args.modes.split(",")
     for m in modes:
-        if m.partition("@")[0] not in MODES:
+        if base_mode(m) not in MODES:
             p.error(f"unknown mode {m!r} (one of {', '.join(MODES)})")
         if m.startswith("ff-") and not lib:
             p.error(f"mode {m} needs --lib")
@@ -287,7 +292,7 @@ def main():
             for mode in order:
                 name = f"{wl}-{mode}-r{rnd}"
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
-                       "--child-mode", mode.partition("@")[0], "--device", args.device, "--warmup",
+                       "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
                        str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
                 t0 = time.time()
                 try:
