@@ -38,6 +38,10 @@ started only if it is expected to finish within that many seconds of the
 start (the first always runs), so one GPU call of 10 minutes gives as many
 whole rounds as fit; --workloads/--modes split the matrix over several calls.
 
+Each run's record also holds the GPU's SM clock (MHz), temperature (C) and
+power draw (W) read with nvidia-smi just before it starts (gpu_before), so that
+a round whose runs all moved together can be told from an allocator's cost.
+
 Writes DIR/step_time.json (every run, and the summary rows) and
 DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
 """
@@ -155,6 +159,20 @@ def run_env(mode, lib, device):
         conf = env.get("FRAGFREE_CONF", "")
         env["FRAGFREE_CONF"] = ",".join(c for c in ("time_calls:True", conf, extra) if c)
     return env
+
+
+def gpu_state(device):
+    """The GPU's SM clock, temperature and power now (nvidia-smi), or {}."""
+    if device == "cpu":
+        return {}
+    try:
+        r = subprocess.run(["nvidia-smi", "--id=0", "--query-gpu=clocks.sm,temperature.gpu,"
+                            "power.draw", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=10)
+        sm, temp, power = (v.strip() for v in r.stdout.strip().split(","))
+        return dict(sm_mhz=float(sm), temp_c=float(temp), power_w=float(power))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return {}
 
 
 def median(values):
@@ -294,6 +312,7 @@ def main():
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
                        "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
                        str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+                before = gpu_state(args.device)
                 t0 = time.time()
                 try:
                     r = subprocess.run(cmd, env=run_env(mode, lib, args.device),
@@ -318,6 +337,7 @@ def main():
                 # (with its "@" options).
                 res["mode"], res["round"] = mode, rnd
                 res["wall_s"] = round(time.time() - t0, 1)
+                res["gpu_before"] = before
                 results.append(res)
                 extra = ""
                 if "ff_per_step" in res:

@@ -14,6 +14,14 @@ driver alone (ctypes on libcuda; no torch, no fragfree), for N pages of 2 MiB:
   create_T, release_T   the same spread over T threads (ctypes drops the GIL
                 during the call): whether the driver runs them in parallel
 
+With --compound K (repeatable), one handle of K pages instead of K handles:
+  create / map / access over the whole handle (microseconds per call), whether
+  the driver accepts a 2 MiB piece of it mapped on its own (cuMemMap with a
+  non-zero offset), a piece unmapped out of the whole mapping, access set on one
+  piece, and whether the bytes seen through both addresses are the same; then
+  the K pieces mapped one call each side by side and one cuMemSetAccess over them
+  (whether access costs per mapping or per handle).
+
 Prints microseconds per page for each, then one JSON line. Exits 1 when a call
 fails (other than unmap_range being refused).
 
@@ -85,17 +93,24 @@ class Driver:
                                                ctypes.c_ulonglong(0)), "cuMemAddressReserve")
         return ptr.value
 
-    def create(self):
+    def create(self, size=PAGE):
         h = ctypes.c_ulonglong()
-        self.check(self.cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(PAGE),
+        self.check(self.cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(size),
                                        ctypes.byref(self.prop), ctypes.c_ulonglong(0)),
                    "cuMemCreate")
         return h.value
 
-    def map(self, va, h):
-        self.check(self.cu.cuMemMap(ctypes.c_ulonglong(va), ctypes.c_size_t(PAGE),
-                                    ctypes.c_size_t(0), ctypes.c_ulonglong(h),
-                                    ctypes.c_ulonglong(0)), "cuMemMap")
+    def map(self, va, h, size=PAGE, offset=0):
+        self.check(self.try_map(va, h, size, offset), "cuMemMap")
+
+    def try_map(self, va, h, size=PAGE, offset=0):
+        return self.cu.cuMemMap(ctypes.c_ulonglong(va), ctypes.c_size_t(size),
+                                ctypes.c_size_t(offset), ctypes.c_ulonglong(h),
+                                ctypes.c_ulonglong(0))
+
+    def try_set_access(self, va, size):
+        return self.cu.cuMemSetAccess(ctypes.c_ulonglong(va), ctypes.c_size_t(size),
+                                      ctypes.byref(self.access), ctypes.c_size_t(1))
 
     def set_access(self, va, size):
         self.check(self.cu.cuMemSetAccess(ctypes.c_ulonglong(va), ctypes.c_size_t(size),
@@ -139,11 +154,81 @@ def threaded(drv, threads, items, fn):
     return time.perf_counter() - t0
 
 
+def compound(drv, k):
+    """One handle of k pages: what the driver accepts and what it costs (see the
+    module docstring). Microseconds per call; "ok" fields are CUresult codes."""
+    size = k * PAGE
+    out = {"pages": k}
+    va = drv.reserve(size)
+    other = drv.reserve(size)
+    h = [0]
+    out["create_us"] = timed(lambda: h.__setitem__(0, drv.create(size))) * 1e6
+    out["map_us"] = timed(lambda: drv.map(va, h[0], size)) * 1e6
+    out["access_us"] = timed(lambda: drv.set_access(va, size)) * 1e6
+    # A piece of the handle at another address, while the whole stays mapped.
+    piece = k // 2
+    t0 = time.perf_counter()
+    out["map_piece_rc"] = drv.try_map(other, h[0], PAGE, piece * PAGE)
+    out["map_piece_us"] = (time.perf_counter() - t0) * 1e6
+    if out["map_piece_rc"] == 0:
+        t0 = time.perf_counter()
+        out["access_piece_rc"] = drv.try_set_access(other, PAGE)
+        out["access_piece_us"] = (time.perf_counter() - t0) * 1e6
+        if out["access_piece_rc"] == 0:
+            drv.check(drv.cu.cuMemsetD8_v2(ctypes.c_ulonglong(va + piece * PAGE),
+                                           ctypes.c_ubyte(0xAB), ctypes.c_size_t(PAGE)),
+                      "cuMemsetD8")
+            drv.check(drv.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+            buf = (ctypes.c_ubyte * 16)()
+            drv.check(drv.cu.cuMemcpyDtoH_v2(buf, ctypes.c_ulonglong(other + PAGE - 16),
+                                             ctypes.c_size_t(16)), "cuMemcpyDtoH")
+            out["same_bytes"] = all(b == 0xAB for b in buf)
+    # One piece unmapped out of the whole-handle mapping.
+    t0 = time.perf_counter()
+    out["unmap_piece_of_whole_rc"] = drv.unmap(va + piece * PAGE, PAGE)
+    out["unmap_piece_us"] = (time.perf_counter() - t0) * 1e6
+    if out["unmap_piece_of_whole_rc"] == 0:
+        # The rest stays usable: write and read a neighbouring piece.
+        out["rest_rc"] = drv.cu.cuMemsetD8_v2(ctypes.c_ulonglong(va), ctypes.c_ubyte(1),
+                                              ctypes.c_size_t(PAGE))
+        out["rest_sync_rc"] = drv.cu.cuCtxSynchronize()
+        out["unmap_rest_rc"] = drv.unmap(va, piece * PAGE)
+        if piece + 1 < k:
+            drv.unmap(va + (piece + 1) * PAGE, (k - piece - 1) * PAGE)
+    else:
+        drv.check(drv.unmap(va, size), "cuMemUnmap")
+    if out["map_piece_rc"] == 0:
+        drv.check(drv.unmap(other, PAGE), "cuMemUnmap")
+    # The k pieces mapped one call each, then one access call over them all.
+    if out["map_piece_rc"] == 0:
+        t0 = time.perf_counter()
+        rcs = [drv.try_map(va + i * PAGE, h[0], PAGE, i * PAGE) for i in range(k)]
+        out["map_pieces_us_per_piece"] = (time.perf_counter() - t0) * 1e6 / k
+        out["map_pieces_ok"] = all(r == 0 for r in rcs)
+        if out["map_pieces_ok"]:
+            out["access_over_pieces_us"] = timed(lambda: drv.set_access(va, size)) * 1e6
+            out["unmap_pieces_range_rc"] = drv.unmap(va, size)
+            if out["unmap_pieces_range_rc"] != 0:
+                for i in range(k):
+                    drv.unmap(va + i * PAGE, PAGE)
+        else:
+            for i, r in enumerate(rcs):
+                if r == 0:
+                    drv.unmap(va + i * PAGE, PAGE)
+    out["release_us"] = timed(lambda: drv.release(h[0])) * 1e6
+    for base in (va, other):
+        drv.check(drv.cu.cuMemAddressFree(ctypes.c_ulonglong(base), ctypes.c_size_t(size)),
+                  "cuMemAddressFree")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--compound", type=int, action="append", default=[],
+                    help="also test one handle of this many pages (repeatable)")
     args = ap.parse_args()
     n = args.pages
     drv = Driver(args.device)
@@ -190,8 +275,16 @@ def main():
     print(f"CUDA VMM calls, {n} pages of 2 MiB, device {args.device} (microseconds per page)")
     for k, v in us.items():
         print(f"  {k:<14} {'refused' if v is None else f'{v:8.2f}'}")
+    compounds = []
+    for k in args.compound:
+        for rep in range(3):
+            c = compound(drv, k)
+            compounds.append(c)
+            print(f"  one handle of {k} pages, round {rep + 1}: " +
+                  ", ".join(f"{key} {v:.1f}" if isinstance(v, float) else f"{key} {v}"
+                            for key, v in c.items() if key != "pages"))
     print(json.dumps({"bench": "vmm_calls", "pages": n, "threads": t, "us_per_page": us,
-                      "unmap_range_ok": unmap_range_ok}))
+                      "unmap_range_ok": unmap_range_ok, "compound": compounds}))
     return 0
 
 

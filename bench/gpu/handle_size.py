@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Does the size of the physical handles behind a tensor change how fast the
+GPU reads it? The same GEMM and copy run on tensors backed three ways, in one
+process, alternated over rounds (CUDA events, median per round):
+
+  cudamalloc  PyTorch's default allocator (a cudaMalloc segment per tensor)
+  pages       2 MiB handles, one cuMemCreate each, mapped side by side (what
+              fragfree maps under a block)
+  one_handle  one cuMemCreate for the whole tensor, mapped as one range
+
+Each backing holds a weight W (n x n fp32) and activations X (m x n) and Y
+(m x n); the timed work is Y = X @ W (GEMM) and W2.copy_(W) (a copy that
+streams W, bandwidth-bound). Prints a table of the medians and the ratios to
+cudamalloc with their min-max over rounds, then one JSON line.
+
+  python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vmm_calls import PAGE, Driver  # noqa: E402
+
+
+class DevicePointer:
+    """A CUDA array interface over raw device memory (no copy)."""
+
+    def __init__(self, ptr, shape):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4",
+                                         "data": (ptr, False), "version": 3}
+
+
+def round_up(v, to):
+    return (v + to - 1) // to * to
+
+
+class VmmRegion:
+    """`size` bytes of device memory behind one reserved VA range, from handles
+    of `handle_bytes` each (a multiple of 2 MiB) mapped side by side."""
+
+    def __init__(self, drv, size, handle_bytes):
+        self.drv = drv
+        self.size = round_up(size, handle_bytes)
+        self.va = drv.reserve(self.size)
+        self.handles = []
+        for off in range(0, self.size, handle_bytes):
+            h = drv.create(handle_bytes)
+            drv.map(self.va + off, h, handle_bytes)
+            self.handles.append((off, h, handle_bytes))
+        drv.set_access(self.va, self.size)
+        self.used = 0
+
+    def tensor(self, *shape):
+        nbytes = 4
+        for s in shape:
+            nbytes *= s
+        ptr = self.va + self.used
+        self.used += round_up(nbytes, PAGE)
+        assert self.used <= self.size
+        return torch.as_tensor(DevicePointer(ptr, shape), device="cuda")
+
+    def close(self):
+        for off, h, n in self.handles:
+            self.drv.check(self.drv.unmap(self.va + off, n), "cuMemUnmap")
+            self.drv.release(h)
+        self.drv.check(self.drv.cu.cuMemAddressFree(ctypes.c_ulonglong(self.va),
+                                                    ctypes.c_size_t(self.size)),
+                       "cuMemAddressFree")
+
+
+def timed_ms(fn, iters):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--m", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=50)
+    args = ap.parse_args()
+    n, m = args.n, args.m
+    torch.cuda.init()
+    drv = Driver(torch.cuda.current_device())
+    w_bytes, x_bytes = n * n * 4, m * n * 4
+    total = round_up(w_bytes, PAGE) * 2 + round_up(x_bytes, PAGE) * 2
+    backings = {}
+
+    def tensors(kind):
+        if kind == "cudamalloc":
+            return [torch.empty(n, n, device="cuda"), torch.empty(n, n, device="cuda"),
+                    torch.empty(m, n, device="cuda"), torch.empty(m, n, device="cuda")], None
+        region = VmmRegion(drv, total, PAGE if kind == "pages" else round_up(total, PAGE))
+        return [region.tensor(n, n), region.tensor(n, n), region.tensor(m, n),
+                region.tensor(m, n)], region
+
+    for kind in ("cudamalloc", "pages", "one_handle"):
+        ts, region = tensors(kind)
+        for t in ts:
+            t.normal_()
+        backings[kind] = (ts, region)
+    ms = {k: {"gemm": [], "copy": []} for k in backings}
+    for r in range(args.rounds):
+        order = list(backings)
+        order = order[r % len(order):] + order[:r % len(order)]
+        for kind in order:
+            (w, w2, x, y), _ = backings[kind]
+            ms[kind]["gemm"].append(timed_ms(lambda: torch.matmul(x, w, out=y), args.iters))
+            ms[kind]["copy"].append(timed_ms(lambda: w2.copy_(w), args.iters))
+    print(f"handle size and GPU speed: n={n} m={m}, {args.rounds} rounds x {args.iters} iterations")
+    print("| backing | GEMM ms | / cudamalloc [min-max] | copy ms | / cudamalloc [min-max] |")
+    print("|---|---|---|---|---|")
+    rows = {}
+    for kind in backings:
+        row = {}
+        cells = []
+        for op in ("gemm", "copy"):
+            med = statistics.median(ms[kind][op])
+            ratios = [a / b for a, b in zip(ms[kind][op], ms["cudamalloc"][op])]
+            row[op] = {"ms": med, "ratio": statistics.median(ratios),
+                       "ratio_min": min(ratios), "ratio_max": max(ratios)}
+            cells += [f"{med:.4f}", f"{row[op]['ratio']:.3f} [{min(ratios):.3f}-{max(ratios):.3f}]"]
+        rows[kind] = row
+        print(f"| {kind} | " + " | ".join(cells) + " |")
+    for kind, (ts, region) in backings.items():
+        del ts[:]
+        if region is not None:
+            torch.cuda.synchronize()
+            region.close()
+    print(json.dumps({"bench": "handle_size", "n": n, "m": m, "rounds": args.rounds,
+                      "iters": args.iters, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
