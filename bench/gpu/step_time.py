@@ -17,7 +17,10 @@ Modes: torch (PyTorch's default caching allocator), expandable
 (expandable_segments:True), ff-native (fragfree.enable(mode="native")),
 ff-pluggable (fragfree.enable(mode="pluggable")), ff-preload
 (LD_PRELOAD=libfragfree.so). A fragfree mode may carry engine options after
-"@", added to FRAGFREE_CONF: ff-native@defer_unmap:False.
+"@", added to FRAGFREE_CONF: ff-native@defer_unmap:False. Any mode may carry
+a label after "#" that only names its row: torch#again runs PyTorch's default
+once more in every round, an A/A control whose ratio to torch is the spread
+that no allocator causes (one process against another: on the H200, 1-4%).
 
 Every (workload, mode, round) is its own process. Rounds are the outer loop;
 within a round each workload runs under every mode back to back, the modes'
@@ -38,7 +41,9 @@ started only if it is expected to finish within that many seconds of the
 start (the first always runs), so one GPU call of 10 minutes gives as many
 whole rounds as fit; --workloads/--modes split the matrix over several calls.
 
-Each run's record also holds the GPU's SM clock (MHz), temperature (C) and
+--pin-cpus LIST (e.g. 2-5 or 2,3,4,5) runs every child on those CPUs alone
+(sched_setaffinity), so that runs do not differ by where the scheduler put
+them. Each run's record also holds the GPU's SM clock (MHz), temperature (C) and
 power draw (W) read with nvidia-smi just before it starts (gpu_before), so that
 a round whose runs all moved together can be told from an allocator's cost.
 
@@ -136,14 +141,14 @@ def child(args):
 
 
 def base_mode(mode):
-    """The mode without its "@" engine options."""
-    return mode.partition("@")[0]
+    """The mode without its "#" label and "@" engine options."""
+    return mode.partition("#")[0].partition("@")[0]
 
 
 def run_env(mode, lib, device):
     """The child's environment. A mode may carry engine options after "@"
     (e.g. ff-native@defer_unmap:False), added to FRAGFREE_CONF."""
-    mode, _, extra = mode.partition("@")
+    mode, _, extra = mode.partition("#")[0].partition("@")
     env = dict(os.environ)
     for k in ("PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD"):
         env.pop(k, None)
@@ -159,6 +164,15 @@ def run_env(mode, lib, device):
         conf = env.get("FRAGFREE_CONF", "")
         env["FRAGFREE_CONF"] = ",".join(c for c in ("time_calls:True", conf, extra) if c)
     return env
+
+
+def cpu_list(text):
+    """CPUs from "2-5" or "2,3,4,5" (empty: none). ValueError if malformed."""
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
 
 
 def gpu_state(device):
@@ -275,6 +289,7 @@ def main():
     p.add_argument("--budget-s", type=float, default=530)
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--pin-cpus", default="", help="run each child on these CPUs, e.g. 2-5")
     p.add_argument("--child-workload", default="")
     p.add_argument("--child-mode", default="")
     args = p.parse_args()
@@ -283,6 +298,10 @@ def main():
         return
     if not args.out:
         p.error("--out is required")
+    try:
+        pinned = cpu_list(args.pin_cpus)
+    except ValueError:
+        p.error(f"--pin-cpus {args.pin_cpus!r}: expected a list such as 2-5 or 2,3,4,5")
     lib = os.path.abspath(args.lib) if args.lib else ""
     workloads = args.workloads.split(",")
     modes = args.modes.split(",")
@@ -316,7 +335,9 @@ def main():
                 t0 = time.time()
                 try:
                     r = subprocess.run(cmd, env=run_env(mode, lib, args.device),
-                                       capture_output=True, text=True, timeout=args.timeout)
+                                       capture_output=True, text=True, timeout=args.timeout,
+                                       preexec_fn=(lambda: os.sched_setaffinity(0, pinned))
+                                       if pinned else None)
                     stdout, stderr, rc = r.stdout, r.stderr, r.returncode
                 except subprocess.TimeoutExpired as e:
                     stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
