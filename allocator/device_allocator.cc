@@ -356,7 +356,7 @@ absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
   Block* const block = it->block;
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
-  MetadataVector<EventId> events;
+  UseEvents events;
   if (absl::Status s = RecordUseEvents(events_.get(), *block->uses, &events);
       !s.ok()) {
     return s;

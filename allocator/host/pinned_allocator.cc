@@ -309,7 +309,7 @@ absl::Status PinnedHostAllocator::Free(void* ptr) {
                             addr, s));
       }
     }
-    MetadataVector<EventId> events;
+    UseEvents events;
     StreamHandle failed = 0;
     if (absl::Status s =
             RecordUseEvents(events_.get(), block.streams, &events, &failed);

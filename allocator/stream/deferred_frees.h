@@ -2,9 +2,12 @@
 // (record_stream). Free records an event on each stream that used the memory
 // (RecordUseEvents); the item is handed back (Collect) only once every one of
 // its events has completed, so no stream ever reuses memory another stream's
-// queued work still reads or writes. The device engine holds its blocks here
-// (StreamOrder), the pinned host pool its allocations' addresses
-// (host/pinned_allocator.h): one mechanism for both.
+// queued work still reads or writes. Items wait in the order they were freed,
+// so the events of one stream wait in the order they were recorded: a pass
+// stops querying a stream at its first event not yet complete, as PyTorch's
+// allocator does (a later one on that stream cannot be complete). The device
+// engine holds its blocks here (StreamOrder), the pinned host pool its
+// allocations' addresses (host/pinned_allocator.h): one mechanism for both.
 // Items and their event lists are on the metadata arena.
 // Thread-safety: guarded by the owner's lock; the EventSource is called under
 // it.
@@ -29,24 +32,31 @@ inline void AddStreamUse(MetadataVector<StreamHandle>* uses,
   }
 }
 
+// An event recorded on a stream that used some memory.
+struct UseEvent {
+  EventId event;
+  StreamHandle stream;
+};
+using UseEvents = MetadataVector<UseEvent>;
+
 // Records an event on every stream of `uses` that is not capturing a graph
 // (a capturing stream is re-checked when the item is collected). On failure
 // the events recorded are released, *failed (optional) names the stream, and
 // *events is left empty: nothing changed.
 inline absl::Status RecordUseEvents(EventSource* events,
                                     const MetadataVector<StreamHandle>& uses,
-                                    MetadataVector<EventId>* out,
+                                    UseEvents* out,
                                     StreamHandle* failed = nullptr) {
   for (StreamHandle s : uses) {
     if (events->IsCapturing(s)) continue;
     absl::StatusOr<EventId> e = events->Record(s);
     if (!e.ok()) {
-      for (EventId recorded : *out) events->Release(recorded);
+      for (const UseEvent& recorded : *out) events->Release(recorded.event);
       out->clear();
       if (failed != nullptr) *failed = s;
       return e.status();
     }
-    out->push_back(*e);
+    out->push_back(UseEvent{*e, s});
   }
   return absl::OkStatus();
 }
@@ -63,8 +73,9 @@ class DeferredFrees {
   DeferredFrees(const DeferredFrees&) = delete;
   DeferredFrees& operator=(const DeferredFrees&) = delete;
 
-  // `item` waits for `events` (each completed event is released here).
-  void Add(Item item, MetadataVector<EventId> events) {
+  // `item` waits for `events` (each completed event is released here). Items
+  // are added in the order their events were recorded.
+  void Add(Item item, UseEvents events) {
     pending_.push_back(Entry{item, std::move(events)});
   }
   bool empty() const { return pending_.empty(); }
@@ -83,25 +94,36 @@ class DeferredFrees {
                        int64_t* query_errors = nullptr) {
     size_t kept = 0;
     absl::Status status;
+    // Streams with an event found incomplete in this pass: their later events
+    // are not queried (stream order). Past kBusyStreams, streams are queried
+    // as before: more queries, the same answer.
+    StreamHandle busy[kBusyStreams];
+    size_t busy_count = 0;
     for (size_t i = 0; i < pending_.size(); ++i) {
       Entry& p = pending_[i];
       bool done = status.ok();
       while (done && !p.events.empty()) {
-        const EventId e = p.events.back();
+        const UseEvent e = p.events.back();
         if (wait) {
-          status = events_->Synchronize(e);
+          status = events_->Synchronize(e.event);
           done = status.ok();
+        } else if (std::find(busy, busy + busy_count, e.stream) !=
+                   busy + busy_count) {
+          done = false;
         } else {
-          absl::StatusOr<bool> q = events_->Query(e);
+          absl::StatusOr<bool> q = events_->Query(e.event);
           if (!q.ok() && errors == QueryErrors::kTreatAsComplete) {
             if (query_errors != nullptr) ++*query_errors;
             q = true;
           }
           if (!q.ok()) status = q.status();
           done = q.ok() && *q;
+          if (q.ok() && !done && busy_count < kBusyStreams) {
+            busy[busy_count++] = e.stream;
+          }
         }
         if (!done) break;
-        events_->Release(e);
+        events_->Release(e.event);
         p.events.pop_back();
       }
       if (done && p.events.empty()) {
@@ -122,10 +144,11 @@ class DeferredFrees {
     for (Entry& p : pending_) {
       if (!pick(p.item)) continue;
       while (!p.events.empty()) {
-        if (absl::Status s = events_->Synchronize(p.events.back()); !s.ok()) {
+        if (absl::Status s = events_->Synchronize(p.events.back().event);
+            !s.ok()) {
           return s;
         }
-        events_->Release(p.events.back());
+        events_->Release(p.events.back().event);
         p.events.pop_back();
       }
     }
@@ -145,18 +168,19 @@ class DeferredFrees {
   // first (errors ignored: used at teardown).
   void Clear(bool wait) {
     for (Entry& p : pending_) {
-      for (EventId e : p.events) {
-        if (wait) events_->Synchronize(e).IgnoreError();
-        events_->Release(e);
+      for (const UseEvent& e : p.events) {
+        if (wait) events_->Synchronize(e.event).IgnoreError();
+        events_->Release(e.event);
       }
     }
     pending_.clear();
   }
 
  private:
+  static constexpr size_t kBusyStreams = 8;
   struct Entry {
     Item item;
-    MetadataVector<EventId> events;
+    UseEvents events;
   };
   EventSource* const events_;
   MetadataVector<Entry> pending_;

@@ -5,6 +5,7 @@
 // completed, in order, and a recording failure changes nothing.
 #include "allocator/stream/stream_order.h"
 
+#include <map>
 #include <vector>
 
 #include "allocator/stream/host_event_source.h"
@@ -101,7 +102,7 @@ TEST(DeferredFrees, ItemsComeBackWhenEveryEventCompletes) {
   AddStreamUse(&uses, Stream(2));
   AddStreamUse(&uses, Stream(1));
   EXPECT_EQ(uses.size(), 2u);
-  MetadataVector<EventId> e1, e2;
+  UseEvents e1, e2;
   ASSERT_TRUE(RecordUseEvents(&events, uses, &e1).ok());
   EXPECT_EQ(e1.size(), 2u);
   pending.Add(1, std::move(e1));
@@ -125,7 +126,7 @@ TEST(DeferredFrees, CapturingStreamsGetNoEvent) {
   ManualEventSource events;
   events.SetCapturing(Stream(2), true);
   MetadataVector<StreamHandle> uses = {Stream(1), Stream(2)};
-  MetadataVector<EventId> recorded;
+  UseEvents recorded;
   ASSERT_TRUE(RecordUseEvents(&events, uses, &recorded).ok());
   EXPECT_EQ(recorded.size(), 1u);
   EXPECT_EQ(events.records_on(Stream(2)), 0);
@@ -135,7 +136,7 @@ TEST(DeferredFrees, CollectIfWaitsOnlyForThePickedItems) {
   ManualEventSource events;
   DeferredFrees<int> pending(&events);
   for (int item = 1; item <= 3; ++item) {
-    MetadataVector<EventId> e;
+    UseEvents e;
     ASSERT_TRUE(RecordUseEvents(&events, {Stream(1)}, &e).ok());
     pending.Add(item, std::move(e));
   }
@@ -147,6 +148,53 @@ TEST(DeferredFrees, CollectIfWaitsOnlyForThePickedItems) {
   EXPECT_EQ(ready, (std::vector<int>{1, 3}));
   EXPECT_EQ(pending.size(), 1u);
   pending.Clear(/*wait=*/false);
+  EXPECT_TRUE(pending.empty());
+}
+
+// Events that complete in the order they were recorded on each stream, as CUDA
+// events do, and count the queries asked.
+class InOrderEvents final : public EventSource {
+ public:
+  absl::StatusOr<EventId> Record(StreamHandle stream) override {
+    stream_of_.push_back(stream);
+    return EventId(stream_of_.size() - 1);
+  }
+  absl::StatusOr<bool> Query(EventId event) override {
+    ++queries;
+    return event < complete_below[stream_of_[event]];
+  }
+  absl::Status Synchronize(EventId) override { return absl::OkStatus(); }
+  void Release(EventId) override {}
+  bool IsCapturing(StreamHandle) override { return false; }
+  // Events of a stream with ids below this have completed.
+  std::map<StreamHandle, EventId> complete_below;
+  int queries = 0;
+
+ private:
+  std::vector<StreamHandle> stream_of_;
+};
+
+TEST(DeferredFrees, APassStopsQueryingAStreamAtItsFirstIncompleteEvent) {
+  InOrderEvents events;
+  DeferredFrees<int> pending(&events);
+  // Items 0..9 wait for stream 1, item 10 for stream 2.
+  for (int item = 0; item <= 10; ++item) {
+    UseEvents e;
+    ASSERT_TRUE(RecordUseEvents(&events, {Stream(item < 10 ? 1 : 2)}, &e).ok());
+    pending.Add(item, std::move(e));
+  }
+  events.complete_below[Stream(1)] = 3;  // items 0, 1, 2
+  events.complete_below[Stream(2)] = 11;
+  std::vector<int> ready;
+  auto collect = [&](int item) { ready.push_back(item); };
+  ASSERT_TRUE(pending.Collect(false, collect).ok());
+  EXPECT_EQ(ready, (std::vector<int>{0, 1, 2, 10}));
+  // Three complete, one not (item 3: items 4..9 are not asked), stream 2's.
+  EXPECT_EQ(events.queries, 5);
+  // The next pass starts again at item 3.
+  events.complete_below[Stream(1)] = 10;
+  ASSERT_TRUE(pending.Collect(false, collect).ok());
+  EXPECT_EQ(ready.size(), 11u);
   EXPECT_TRUE(pending.empty());
 }
 
@@ -170,7 +218,7 @@ class FailingQueries final : public EventSource {
 TEST(DeferredFrees, QueryErrorsAreReportedOrTakenAsComplete) {
   FailingQueries events;
   DeferredFrees<int> pending(&events);
-  MetadataVector<EventId> e;
+  UseEvents e;
   ASSERT_TRUE(RecordUseEvents(&events, {Stream(1), Stream(2)}, &e).ok());
   pending.Add(7, std::move(e));
   std::vector<int> ready;
@@ -204,7 +252,7 @@ class FailingSecondRecord final : public EventSource {
 
 TEST(DeferredFrees, ARecordingFailureLeavesNothing) {
   FailingSecondRecord events;
-  MetadataVector<EventId> e;
+  UseEvents e;
   StreamHandle failed = 0;
   EXPECT_FALSE(
       RecordUseEvents(&events, {Stream(1), Stream(2)}, &e, &failed).ok());
