@@ -30,8 +30,9 @@ after the timed steps, so the per-step figures (CPU time inside fragfree's
 Malloc and Free, backend calls and their time, pages remapped, fence waits)
 cover exactly the timed steps (docs/stats.md, "Where the time goes"); each
 run's RESULT line also carries ff_series, the same stats read after every
-timed step (pages created and remapped, fence waits, reserved bytes): how
-fragfree's memory converges, step by step.
+timed step (pages created and remapped, fence waits, CPU time inside fragfree,
+reserved bytes): how fragfree's memory converges, and what a step that grows
+costs against one that does not.
 
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
@@ -68,7 +69,7 @@ FF_COUNTERS = ("alloc_cpu_ns", "alloc_cpu_calls", "map_calls", "map_ns", "unmap_
                "pages_remapped", "fence_waits", "fence_wait_ns", "fences_recorded",
                "num_alloc_retries")
 # Read after every timed step (counters as deltas, gauges as they are).
-FF_SERIES = ("create_calls", "pages_remapped", "fence_waits",
+FF_SERIES = ("create_calls", "pages_remapped", "fence_waits", "alloc_cpu_ns",
              "reserved_bytes.all.current")
 
 
