@@ -25,7 +25,15 @@ With --compound K (repeatable), one handle of K pages instead of K handles:
 Prints microseconds per page for each, then one JSON line. Exits 1 when a call
 fails (other than unmap_range being refused).
 
+--busy keeps the GPU busy while each call is timed (1 GiB memsets queued
+ahead, ~100 ms of work), as in training, where pages are mapped while kernels
+run: whether a busy GPU makes the calls dearer.
+--exportable creates every handle shareable with other processes
+(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), as fragfree does where the driver
+allows it (for CUDA IPC): whether that makes the calls dearer.
+
   python3 bench/gpu/vmm_calls.py [--pages 2048] [--threads 4] [--device 0]
+      [--exportable] [--busy] [--compound K ...]
 """
 import argparse
 import ctypes
@@ -57,7 +65,7 @@ class AccessDesc(ctypes.Structure):
 
 
 class Driver:
-    def __init__(self, device):
+    def __init__(self, device, exportable=False):
         self.cu = ctypes.CDLL("libcuda.so.1")
         self.check(self.cu.cuInit(0), "cuInit")
         dev = ctypes.c_int()
@@ -70,6 +78,8 @@ class Driver:
         self.prop.type = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
         self.prop.location.type = 1  # CU_MEM_LOCATION_TYPE_DEVICE
         self.prop.location.id = device
+        # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or none.
+        self.prop.requestedHandleTypes = 1 if exportable else 0
         self.access = AccessDesc()
         self.access.location.type = 1
         self.access.location.id = device
@@ -78,6 +88,18 @@ class Driver:
                      "cuMemAddressFree"):
             getattr(self.cu, name).argtypes = None
         self.cu.cuMemRelease.argtypes = [ctypes.c_ulonglong]
+
+    def keep_busy(self, launches=300):
+        """Queues ~100 ms of memsets (1 GiB each) on the default stream."""
+        if not hasattr(self, "busy_buf"):
+            buf = ctypes.c_ulonglong()
+            self.check(self.cu.cuMemAlloc_v2(ctypes.byref(buf), ctypes.c_size_t(1 << 30)),
+                       "cuMemAlloc")
+            self.busy_buf = buf.value
+        for _ in range(launches):
+            self.check(self.cu.cuMemsetD8Async(ctypes.c_ulonglong(self.busy_buf), ctypes.c_ubyte(0),
+                                               ctypes.c_size_t(1 << 30), ctypes.c_void_p(0)),
+                       "cuMemsetD8Async")
 
     def current(self):
         self.check(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -227,11 +249,15 @@ def main():
     ap.add_argument("--pages", type=int, default=2048)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--busy", action="store_true",
+                    help="keep the GPU busy while the calls are timed")
+    ap.add_argument("--exportable", action="store_true",
+                    help="create handles shareable with other processes (POSIX fd)")
     ap.add_argument("--compound", type=int, action="append", default=[],
                     help="also test one handle of this many pages (repeatable)")
     args = ap.parse_args()
     n = args.pages
-    drv = Driver(args.device)
+    drv = Driver(args.device, args.exportable)
     va = drv.reserve(n * PAGE)
     us = {}
     handles = []
@@ -242,6 +268,14 @@ def main():
 
     def per_page(key, seconds):
         us[key] = seconds / n * 1e6
+
+    def timed(fn):
+        # The GPU's queue is filled first (outside the timing) with --busy.
+        if args.busy:
+            drv.keep_busy()
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
 
     per_page("create", timed(lambda: handles.extend(drv.create() for _ in range(n))))
     per_page("map", timed(map_all))
@@ -272,7 +306,11 @@ def main():
     per_page(f"release_{t}", threaded(drv, t, list(made), drv.release))
     drv.check(drv.cu.cuMemAddressFree(ctypes.c_ulonglong(va), ctypes.c_size_t(n * PAGE)),
               "cuMemAddressFree")
-    print(f"CUDA VMM calls, {n} pages of 2 MiB, device {args.device} (microseconds per page)")
+    drv.check(drv.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    kind = ("shareable (POSIX fd)" if args.exportable else "plain") + (
+        ", GPU busy" if args.busy else "")
+    print(f"CUDA VMM calls, {n} {kind} pages of 2 MiB, device {args.device} "
+          "(microseconds per page)")
     for k, v in us.items():
         print(f"  {k:<14} {'refused' if v is None else f'{v:8.2f}'}")
     compounds = []
@@ -284,7 +322,8 @@ def main():
                   ", ".join(f"{key} {v:.1f}" if isinstance(v, float) else f"{key} {v}"
                             for key, v in c.items() if key != "pages"))
     print(json.dumps({"bench": "vmm_calls", "pages": n, "threads": t, "us_per_page": us,
-                      "unmap_range_ok": unmap_range_ok, "compound": compounds}))
+                      "unmap_range_ok": unmap_range_ok, "exportable": args.exportable, "busy": args.busy,
+                      "compound": compounds}))
     return 0
 
 
