@@ -97,7 +97,7 @@ class DeferredFrees {
     // Streams with an event found incomplete in this pass: their later events
     // are not queried (stream order). Past kBusyStreams, streams are queried
     // as before: more queries, the same answer.
-    StreamHandle busy[kBusyStreams];
+    StreamHandle busy[kBusyStreams] = {};
     size_t busy_count = 0;
     for (size_t i = 0; i < pending_.size(); ++i) {
       Entry& p = pending_[i];
