@@ -84,7 +84,10 @@ DeviceAllocator::~DeviceAllocator() {
   for (auto& arena : arenas_) {
     for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
          b = b->next) {
-      if (!b->is_free()) b = arena->Release(b, 0);
+      if (!b->is_free()) {
+        b->uses.reset();  // Release takes blocks without uses
+        b = arena->Release(b, 0);
+      }
     }
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       arena->UnmapFreePages(b, SIZE_MAX, &pages).IgnoreError();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <new>
 
+#include "allocator/base/check.h"
 #include "allocator/base/huge_pages.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
@@ -77,16 +78,20 @@ class BlockPool {
     }
   }
 
+  // A block in the default state. Pooled blocks hold no `uses` (Delete's
+  // requirement), so the reset only stores: it reads nothing of the block.
   Block* New() {
     if (free_ == nullptr) Grow();
     Block* b = free_;
     free_ = b->next;
-    b->next = nullptr;
+    new (b) Block();
     return b;
   }
+  // REQUIRES: b->uses is null (a free block). Writes only b->next: a block
+  // that coalescing merged away is neither read again nor reset here (New
+  // resets), so its second cache line is not touched.
   void Delete(Block* b) {
-    b->uses.reset();
-    *b = Block();
+    FF_DCHECK(b->uses == nullptr, "BlockPool::Delete of a block with uses");
     b->next = free_;
     free_ = b;
   }

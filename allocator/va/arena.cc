@@ -50,6 +50,7 @@ Arena::~Arena() {
   for (Block* b = first_; b != nullptr;) {
     Block* next = b->next;
     Dequeue(b);
+    b->uses.reset();  // a block still allocated may have some
     blocks_->Delete(b);
     b = next;
   }
@@ -318,7 +319,7 @@ Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
   __builtin_prefetch(block->next, 1);
   block->state = BlockState::kFree;
   block->requested = 0;
-  block->uses.reset();
+  FF_DCHECK(block->uses == nullptr, "Arena::Release of a block with uses");
   block->free_epoch = free_epoch;
   if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
     RemoveFree(prev);

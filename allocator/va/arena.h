@@ -86,7 +86,7 @@ class Arena : public MetadataObject {
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
   // epoch now (stream/stream_fences.h); `free_seq`, unless kKeepFreeSeq,
-  // becomes the resulting block's free_seq.
+  // becomes the resulting block's free_seq. REQUIRES: block->uses is null.
   static constexpr uint64_t kKeepFreeSeq = UINT64_MAX;
   Block* Release(Block* block, uint64_t free_epoch,
                  uint64_t free_seq = kKeepFreeSeq);
