@@ -256,10 +256,14 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     }
   }
   if (block != nullptr) {
+    live_.Prefetch(addr);
     block->requested = size;
   } else {
     // Common path: the stream's arena has a mapped fit.
     block = placement_->Find(streams_[slot].arenas[int(kind)], rounded, size);
+    // The live-table insert below misses the caches once thousands of blocks
+    // are live: start it under the checks, stats and trace before it.
+    if (block != nullptr) live_.Prefetch(block->addr);
     // Pages missing under the block are mapped; so is the access of pages a
     // failed undo kept without it (Arena::MapPages), before the block is used.
     // A cached block (above) never lies over such pages: it was handed out,
@@ -276,10 +280,10 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     addr = block->addr;
   }
   block->alloc_seq = ++alloc_seq_;
-  live_.Insert(LiveEntry{addr, block, arena, size, 0});
   trace_.RecordTagged(TraceAction::kAlloc, addr, size, stream);
   // rounded == block->size
   stats_.NoteAlloc(StatPoolOf(arena->kind()), int64_t(rounded), int64_t(size));
+  live_.Insert(LiveEntry{addr, block, arena, size, 0});
   return reinterpret_cast<void*>(addr);
 }
 
