@@ -121,13 +121,13 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
                                               bool searched) {
   MetadataVector<Arena*>& list = streams_[slot].arenas[int(kind)];
   if (!searched) {
-    if (Block* b = placement_->Find(list, size, requested)) return b;
+    if (Block* b = placement_->Find(list, size, requested).block) return b;
   }
   // Cached blocks, coalesced, may make room before the stream grows an arena.
   bool drained = false;
   for (Arena* arena : list) drained |= DrainQuickCache(arena);
   if (drained) {
-    if (Block* b = placement_->Find(list, size, requested)) return b;
+    if (Block* b = placement_->Find(list, size, requested).block) return b;
   }
   if (list.size() >= kMaxArenasPerStreamKind) {
     return absl::ResourceExhaustedError(
@@ -260,23 +260,27 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     block->requested = size;
   } else {
     // Common path: the stream's arena has a mapped fit.
-    block = placement_->Find(streams_[slot].arenas[int(kind)], rounded, size);
+    const Placed placed =
+        placement_->Find(streams_[slot].arenas[int(kind)], rounded, size);
+    block = placed.block;
+    arena = placed.arena;
     // The live-table insert below misses the caches once thousands of blocks
     // are live: start it under the checks, stats and trace before it.
     if (block != nullptr) live_.Prefetch(block->addr);
     // Pages missing under the block are mapped; so is the access of pages a
-    // failed undo kept without it (Arena::MapPages), before the block is used.
-    // A cached block (above) never lies over such pages: it was handed out,
-    // so all its pages were set up, and only pages mapped anew can lose access.
-    size_t missing;
-    if (block == nullptr || block->arena->NeedsMapping(block, &missing)) {
+    // failed undo kept without it (Arena::MapPages), before the block is used
+    // (Arena::NeedsMapping, from what Find counted). A cached block (above)
+    // never lies over such pages: it was handed out, so all its pages were
+    // set up, and only pages mapped anew can lose access.
+    if (block == nullptr || placed.missing > 0 ||
+        arena->HasPagesWithoutAccess(block)) {
       if (absl::Status s =
               PlaceAndMap(slot, kind, rounded, size, stream, &block);
           !s.ok()) {
         return s;
       }
+      arena = block->arena;
     }
-    arena = block->arena;
     addr = block->addr;
   }
   block->alloc_seq = ++alloc_seq_;

@@ -57,8 +57,9 @@ class Arena : public MetadataObject {
 
   // Carves a block of `size` bytes (a multiple of 512) out of the best-fitting
   // free block; nullptr when no free range is large enough. The block may lie
-  // over unmapped pages: see UnmappedPages / MapPages.
-  Block* Allocate(size_t size, size_t requested);
+  // over unmapped pages: see UnmappedPages / MapPages. *missing (when given):
+  // UnmappedPages of the block (its search counted them already).
+  Block* Allocate(size_t size, size_t requested, size_t* missing = nullptr);
   // Number of pages under `block` that are not mapped.
   size_t UnmappedPages(const Block* block) const {
     return UnmappedPagesIn(block->addr, block->size);
