@@ -84,7 +84,10 @@ DeviceAllocator::~DeviceAllocator() {
   for (auto& arena : arenas_) {
     for (Block* b = const_cast<Block*>(arena->first_block()); b != nullptr;
          b = b->next) {
-      if (!b->is_free()) b = arena->Release(b, 0);
+      if (!b->is_free()) {
+        b->uses.reset();  // Release takes blocks without uses
+        b = arena->Release(b, 0);
+      }
     }
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       arena->UnmapFreePages(b, SIZE_MAX, &pages).IgnoreError();
@@ -118,13 +121,13 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
                                               bool searched) {
   MetadataVector<Arena*>& list = streams_[slot].arenas[int(kind)];
   if (!searched) {
-    if (Block* b = placement_->Find(list, size, requested)) return b;
+    if (Block* b = placement_->Find(list, size, requested).block) return b;
   }
   // Cached blocks, coalesced, may make room before the stream grows an arena.
   bool drained = false;
   for (Arena* arena : list) drained |= DrainQuickCache(arena);
   if (drained) {
-    if (Block* b = placement_->Find(list, size, requested)) return b;
+    if (Block* b = placement_->Find(list, size, requested).block) return b;
   }
   if (list.size() >= kMaxArenasPerStreamKind) {
     return absl::ResourceExhaustedError(
@@ -253,30 +256,38 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     }
   }
   if (block != nullptr) {
+    live_.Prefetch(addr);
     block->requested = size;
   } else {
     // Common path: the stream's arena has a mapped fit.
-    block = placement_->Find(streams_[slot].arenas[int(kind)], rounded, size);
+    const Placed placed =
+        placement_->Find(streams_[slot].arenas[int(kind)], rounded, size);
+    block = placed.block;
+    arena = placed.arena;
+    // The live-table insert below misses the caches once thousands of blocks
+    // are live: start it under the checks, stats and trace before it.
+    if (block != nullptr) live_.Prefetch(block->addr);
     // Pages missing under the block are mapped; so is the access of pages a
-    // failed undo kept without it (Arena::MapPages), before the block is used.
-    // A cached block (above) never lies over such pages: it was handed out,
-    // so all its pages were set up, and only pages mapped anew can lose access.
-    size_t missing;
-    if (block == nullptr || block->arena->NeedsMapping(block, &missing)) {
+    // failed undo kept without it (Arena::MapPages), before the block is used
+    // (Arena::NeedsMapping, from what Find counted). A cached block (above)
+    // never lies over such pages: it was handed out, so all its pages were
+    // set up, and only pages mapped anew can lose access.
+    if (block == nullptr || placed.missing > 0 ||
+        arena->HasPagesWithoutAccess(block)) {
       if (absl::Status s =
               PlaceAndMap(slot, kind, rounded, size, stream, &block);
           !s.ok()) {
         return s;
       }
+      arena = block->arena;
     }
-    arena = block->arena;
     addr = block->addr;
   }
   block->alloc_seq = ++alloc_seq_;
-  live_.Insert(LiveEntry{addr, block, arena, size, 0});
   trace_.RecordTagged(TraceAction::kAlloc, addr, size, stream);
   // rounded == block->size
   stats_.NoteAlloc(StatPoolOf(arena->kind()), int64_t(rounded), int64_t(size));
+  live_.Insert(LiveEntry{addr, block, arena, size, 0});
   return reinterpret_cast<void*>(addr);
 }
 

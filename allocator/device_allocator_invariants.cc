@@ -265,19 +265,19 @@ absl::Status DeviceAllocator::CheckStatsRecount(
   if (recount.live_blocks != int64_t(live_.size())) {
     return Fail("live table has entries that are not allocated blocks");
   }
-  if (recount.allocated != stats_.allocated_bytes.pool[kPoolAll].current) {
+  if (recount.allocated != stats_.allocated_bytes.All().current) {
     return Fail(absl::StrFormat("allocated_bytes %d != recount %d",
-                                stats_.allocated_bytes.pool[kPoolAll].current,
+                                stats_.allocated_bytes.All().current,
                                 recount.allocated));
   }
-  if (recount.active != stats_.active_bytes.pool[kPoolAll].current) {
+  if (recount.active != stats_.active_bytes.All().current) {
     return Fail("active_bytes differs from the recount");
   }
   const int64_t mapped_pages = recount.mapped_pages;
   if (mapped_pages * int64_t(page_size_) !=
-      stats_.reserved_bytes.pool[kPoolAll].current) {
+      stats_.reserved_bytes.All().current) {
     return Fail(absl::StrFormat("reserved_bytes %d != mapped pages x page %d",
-                                stats_.reserved_bytes.pool[kPoolAll].current,
+                                stats_.reserved_bytes.All().current,
                                 mapped_pages * int64_t(page_size_)));
   }
   if (size_t(mapped_pages) + pages_.idle_pages() != pages_.created_pages()) {
@@ -296,7 +296,8 @@ absl::Status DeviceAllocator::CheckSegmentsAndPages() const {
     ++segments[arena->kind() == ArenaKind::kSmall ? kPoolSmall : kPoolLarge];
   }
   for (int p = 0; p < 3; ++p) {
-    const Stat& s = stats_.segment.pool[p];
+    const Stat s =
+        p == kPoolAll ? stats_.segment.All() : stats_.segment.pool[p];
     if (s.current != segments[p] || s.peak < s.current) {
       return Fail(absl::StrFormat(
           "segment.%s current %d (peak %d) != arenas holding pages %d",

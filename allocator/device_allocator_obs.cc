@@ -112,6 +112,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.memory_limit_bytes = int64_t(limit_bytes_);
   stats_.page_size = int64_t(page_size_);
   UpdateSleepGaugesLocked();
+  stats_.Fold();  // "all" entries, for the copies handed out
 }
 
 DeviceStats DeviceAllocator::GetStats() {

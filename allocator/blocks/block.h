@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <new>
 
+#include "allocator/base/check.h"
 #include "allocator/base/huge_pages.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/base/stream_handle.h"
@@ -59,6 +60,22 @@ struct alignas(64) Block {
 
   bool is_free() const { return state == BlockState::kFree; }
   uintptr_t end() const { return addr + size; }
+  // Back to Block() by stores alone, reading nothing of the block (a memset
+  // or `*this = Block()` becomes a `rep stos` or reads `uses`). REQUIRES:
+  // uses is null. Names every field but `uses`.
+  void Reset() {
+    addr = 0;
+    size = 0;
+    prev = next = bin_prev = bin_next = nullptr;
+    free_epoch = 0;
+    bin = 0;
+    state = BlockState::kFree;
+    queued = false;
+    arena = nullptr;
+    requested = 0;
+    alloc_seq = free_seq = 0;
+    queue_prev = queue_next = nullptr;
+  }
 };
 static_assert(sizeof(Block) == 128, "Block is two cache lines");
 
@@ -77,16 +94,20 @@ class BlockPool {
     }
   }
 
+  // A block in the default state. Pooled blocks hold no `uses` (Delete's
+  // requirement), so the reset only stores: it reads nothing of the block.
   Block* New() {
     if (free_ == nullptr) Grow();
     Block* b = free_;
     free_ = b->next;
-    b->next = nullptr;
+    b->Reset();
     return b;
   }
+  // REQUIRES: b->uses is null (a free block). Writes only b->next: a block
+  // that coalescing merged away is neither read again nor reset here (New
+  // resets), so its second cache line is not touched.
   void Delete(Block* b) {
-    b->uses.reset();
-    *b = Block();
+    FF_DCHECK(b->uses == nullptr, "BlockPool::Delete of a block with uses");
     b->next = free_;
     free_ = b;
   }

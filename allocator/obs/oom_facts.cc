@@ -8,8 +8,8 @@ namespace fragfree {
 
 void AddStatsFacts(const DeviceStats& stats, OomFacts* o) {
   o->mapped_bytes = size_t(stats.mapped_bytes.current);
-  o->allocated_bytes = size_t(stats.allocated_bytes.pool[kPoolAll].current);
-  o->active_bytes = size_t(stats.active_bytes.pool[kPoolAll].current);
+  o->allocated_bytes = size_t(stats.allocated_bytes.All().current);
+  o->active_bytes = size_t(stats.active_bytes.All().current);
   o->cached_bytes = size_t(stats.cached_free_bytes);
   o->reclaimable_bytes = size_t(stats.reclaimable_bytes);
 }

@@ -233,8 +233,8 @@ void ScanLiveBlocks(const OomContext& ctx, OomDiagnosis* d,
   if (have_blocks) {
     d->padding_bytes = padding;
   } else {
-    const Stat& alloc = ctx.stats.allocated_bytes.pool[kPoolAll];
-    const Stat& req = ctx.stats.requested_bytes.pool[kPoolAll];
+    const Stat alloc = ctx.stats.allocated_bytes.All();
+    const Stat req = ctx.stats.requested_bytes.All();
     if (req.current > 0 && alloc.current >= req.current) {
       d->padding_bytes = size_t(alloc.current - req.current);
     }

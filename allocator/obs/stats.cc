@@ -9,7 +9,14 @@
 
 namespace fragfree {
 
+void DeviceStats::Fold() {
+#define FF_FOLD_ARRAY(name) name.Fold();
+  FF_STAT_ARRAY_FIELDS(FF_FOLD_ARRAY)
+#undef FF_FOLD_ARRAY
+}
+
 void DeviceStats::ResetPeak() {
+  Fold();  // "all" peaks restart at the pools' summed current values
 #define FF_RESET_ARRAY(name) \
   for (Stat & s : name.pool) s.ResetPeak();
   FF_STAT_ARRAY_FIELDS(FF_RESET_ARRAY)

@@ -42,16 +42,31 @@ enum StatPool { kPoolAll = 0, kPoolSmall = 1, kPoolLarge = 2 };
 inline constexpr const char* kStatPoolNames[3] = {"all", "small_pool",
                                                   "large_pool"};
 
+// A statistic per pool and for "all" pools. Every change goes to one pool
+// (kPoolSmall or kPoolLarge), so "all" is their sum: Increase and Decrease
+// move only that pool and the "all" peak (checked against the sum on every
+// increase, so it is exact); pool[kPoolAll]'s current, allocated and freed are
+// written only by Fold. Read "all" through All(), or pool[kPoolAll] after a
+// Fold (DeviceStats::Fold: every copy the engine hands out is folded).
 struct StatArray {
   Stat pool[3];
   void Increase(int which, int64_t n) {
-    pool[kPoolAll].Increase(n);
     pool[which].Increase(n);
+    const int64_t all = pool[kPoolSmall].current + pool[kPoolLarge].current;
+    if (all > pool[kPoolAll].peak) [[unlikely]]
+      pool[kPoolAll].peak = all;
   }
-  void Decrease(int which, int64_t n) {
-    pool[kPoolAll].Decrease(n);
-    pool[which].Decrease(n);
+  void Decrease(int which, int64_t n) { pool[which].Decrease(n); }
+  // "all": the pools' sums and the tracked peak.
+  Stat All() const {
+    const Stat& s = pool[kPoolSmall];
+    const Stat& l = pool[kPoolLarge];
+    return {.current = s.current + l.current,
+            .peak = pool[kPoolAll].peak,
+            .allocated = s.allocated + l.allocated,
+            .freed = s.freed + l.freed};
   }
+  void Fold() { pool[kPoolAll] = All(); }
 };
 
 #include "allocator/obs/stat_fields.h"
@@ -70,6 +85,8 @@ struct DeviceStats {
   FF_TIMING_FIELDS(FF_DECLARE_COUNTER)
 #undef FF_DECLARE_COUNTER
 
+  // Writes every StatArray's "all" entry (StatArray::Fold).
+  void Fold();
   void ResetPeak();
   void ResetAccumulated();
 };

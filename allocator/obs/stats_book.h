@@ -6,7 +6,9 @@
 // pages moved from one free block to a request (NoteRemapped), and the page
 // handles the device's page pool created and released (NoteHandles: the pool
 // counts them, the book copies its totals). Gauges computed when read are set
-// by the engine's UpdateGaugesLocked. Key meanings: docs/stats.md.
+// by the engine's UpdateGaugesLocked, which also folds the "all" entries
+// (StatArray: between folds, read "all" through All()). Key meanings:
+// docs/stats.md.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_OBS_STATS_BOOK_H_
 #define FRAGFREE_ALLOCATOR_OBS_STATS_BOOK_H_

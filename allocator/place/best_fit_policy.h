@@ -27,12 +27,15 @@ class BestFitPolicy final : public PlacementPolicy {
         grow_slack_(grow_slack),
         grow_for_pending_frees_(grow_for_pending_frees) {}
 
-  Block* Find(const MetadataVector<Arena*>& arenas, size_t size,
+  Placed Find(const MetadataVector<Arena*>& arenas, size_t size,
               size_t requested) const override {
     for (Arena* arena : arenas) {
-      if (Block* b = arena->Allocate(size, requested)) return b;
+      size_t missing;
+      if (Block* b = arena->Allocate(size, requested, &missing)) {
+        return {b, arena, missing};
+      }
     }
-    return nullptr;
+    return {};
   }
   bool ShouldReclaimFirst(const GrowthFacts& facts) const override;
   void ForEachReclaimable(

@@ -78,9 +78,9 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   absl::Status status;
   const GrowthFacts facts{
       .allocated_high_water = p_.stats->allocated_high_water(),
-      .allocated_bytes = p_.stats->allocated_bytes.pool[kPoolAll].current,
+      .allocated_bytes = p_.stats->allocated_bytes.All().current,
       .active_high_water = p_.stats->active_high_water(),
-      .active_bytes = p_.stats->active_bytes.pool[kPoolAll].current,
+      .active_bytes = p_.stats->active_bytes.All().current,
       .block_bytes = block->size,
       .mapped_bytes = p_.stats->mapped_bytes.current,
       .bytes_to_map = count * p_.page_size};

@@ -38,12 +38,20 @@ struct GrowthFacts {
   size_t bytes_to_map = 0;   // the pages the request lacks
 };
 
+// A block placed by PlacementPolicy::Find, with what the caller needs next
+// without reading the block's second cache line or counting its pages again.
+struct Placed {
+  Block* block = nullptr;  // nullptr: nothing fits
+  Arena* arena = nullptr;  // block->arena
+  size_t missing = 0;      // arena->UnmappedPages(block)
+};
+
 class PlacementPolicy : public MetadataObject {
  public:
   virtual ~PlacementPolicy() = default;
   // A free block of `size` bytes (the caller's `requested`) carved from one of
-  // `arenas` (a stream's arenas of one kind), or nullptr when none fits.
-  virtual Block* Find(const MetadataVector<Arena*>& arenas, size_t size,
+  // `arenas` (a stream's arenas of one kind), or a null block when none fits.
+  virtual Placed Find(const MetadataVector<Arena*>& arenas, size_t size,
                       size_t requested) const = 0;
   // Whether to reclaim cached pages before creating new ones.
   virtual bool ShouldReclaimFirst(const GrowthFacts& facts) const = 0;

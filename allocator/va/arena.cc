@@ -50,6 +50,7 @@ Arena::~Arena() {
   for (Block* b = first_; b != nullptr;) {
     Block* next = b->next;
     Dequeue(b);
+    b->uses.reset();  // a block still allocated may have some
     blocks_->Delete(b);
     b = next;
   }
@@ -114,7 +115,7 @@ bool Arena::AnyMappedSlow(size_t first, size_t end) const {
   return any;
 }
 
-Block* Arena::Allocate(size_t size, size_t requested) {
+Block* Arena::Allocate(size_t size, size_t requested, size_t* missing_out) {
   Block* block = free_index_.FindFit(size);
   if (block == nullptr) return nullptr;
   // The best fit needs pages mapped: worth a wider search for a fit that is
@@ -122,7 +123,8 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   // pages from elsewhere. See Note [Mapped-first placement].
   bool at_end = false;        // place the block at the end of the free block
   uintptr_t inside_addr = 0;  // != 0: place the block here, inside it
-  if (size_t missing = UnmappedPagesIn(block->addr, size); missing > 0) {
+  size_t missing = UnmappedPagesIn(block->addr, size);
+  if (missing > 0) {
     // Otherwise the fit that needs the fewest new pages, placed at whichever
     // end of its free block shares more mapped pages with its neighbours.
     // Or inside it, at its first mapped page past its first page: a free
@@ -185,6 +187,8 @@ Block* Arena::Allocate(size_t size, size_t requested) {
   }
   block->state = BlockState::kAllocated;
   block->requested = requested;
+  // `missing` counts the pages under the place chosen for the block.
+  if (missing_out != nullptr) *missing_out = missing;
   return block;
 }
 
@@ -318,7 +322,7 @@ Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
   __builtin_prefetch(block->next, 1);
   block->state = BlockState::kFree;
   block->requested = 0;
-  block->uses.reset();
+  FF_DCHECK(block->uses == nullptr, "Arena::Release of a block with uses");
   block->free_epoch = free_epoch;
   if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
     RemoveFree(prev);

@@ -57,8 +57,9 @@ class Arena : public MetadataObject {
 
   // Carves a block of `size` bytes (a multiple of 512) out of the best-fitting
   // free block; nullptr when no free range is large enough. The block may lie
-  // over unmapped pages: see UnmappedPages / MapPages.
-  Block* Allocate(size_t size, size_t requested);
+  // over unmapped pages: see UnmappedPages / MapPages. *missing (when given):
+  // UnmappedPages of the block (its search counted them already).
+  Block* Allocate(size_t size, size_t requested, size_t* missing = nullptr);
   // Number of pages under `block` that are not mapped.
   size_t UnmappedPages(const Block* block) const {
     return UnmappedPagesIn(block->addr, block->size);
@@ -86,7 +87,7 @@ class Arena : public MetadataObject {
   // Makes an allocated or pending block free (coalescing with free neighbours)
   // and returns the resulting free block. `free_epoch` is the stream's fence
   // epoch now (stream/stream_fences.h); `free_seq`, unless kKeepFreeSeq,
-  // becomes the resulting block's free_seq.
+  // becomes the resulting block's free_seq. REQUIRES: block->uses is null.
   static constexpr uint64_t kKeepFreeSeq = UINT64_MAX;
   Block* Release(Block* block, uint64_t free_epoch,
                  uint64_t free_seq = kKeepFreeSeq);

@@ -4,6 +4,7 @@
 // nothing left half-mapped, and stats.
 #include "allocator/device_allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -267,6 +268,42 @@ TEST(DeviceAllocator, EmptyCacheReturnsEveryFreePage) {
   ASSERT_TRUE(f.a->Free(b).ok());
   ASSERT_TRUE(f.a->EmptyCache().ok());
   EXPECT_EQ(f.a->GetStats().reserved_bytes.pool[kPoolAll].current, 0);
+}
+
+// "all" is the sum of the pools at every moment: its peak is the highest sum,
+// not the sum of the pools' peaks.
+TEST(DeviceAllocator, AllPoolsPeakIsThePeakOfTheSum) {
+  Fixture f = Make(64);
+  const size_t kLarge = 2 << 20;      // a large-pool request
+  void* p = *f.a->Malloc(4096, kS1);  // small pool
+  ASSERT_TRUE(f.a->Free(p).ok());
+  void* q = *f.a->Malloc(kLarge, kS1);  // large pool, after p is gone
+  DeviceStats s = f.a->GetStats();
+  const int64_t large = s.allocated_bytes.pool[kPoolLarge].current;
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolSmall].peak, 4096);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolLarge].peak, large);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].current, large);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak,
+            std::max<int64_t>(large, 4096));
+  EXPECT_EQ(s.allocation.pool[kPoolAll].peak, 1);
+  EXPECT_EQ(s.allocation.pool[kPoolAll].allocated, 2);
+  EXPECT_EQ(s.allocation.pool[kPoolAll].freed, 1);
+  void* r = *f.a->Malloc(4096, kS1);  // both pools hold a block now
+  s = f.a->GetStats();
+  EXPECT_EQ(s.allocation.pool[kPoolAll].peak, 2);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak, large + 4096);
+  ASSERT_TRUE(f.a->Free(q).ok());
+  f.a->ResetPeakStats();  // "all" restarts at what is allocated now
+  s = f.a->GetStats();
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak, 4096);
+  EXPECT_EQ(s.active.pool[kPoolAll].peak, 1);
+  ASSERT_TRUE(f.a->Free(r).ok());
+  s = f.a->GetStats();
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].current, 0);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].peak, 4096);
+  EXPECT_EQ(s.allocated_bytes.pool[kPoolAll].freed,
+            s.allocated_bytes.pool[kPoolSmall].freed +
+                s.allocated_bytes.pool[kPoolLarge].freed);
 }
 
 TEST(DeviceAllocator, StatsFollowPyTorchMeanings) {

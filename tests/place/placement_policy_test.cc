@@ -64,14 +64,42 @@ TEST_F(PlacementTest, FindTakesTheFirstArenaWithAFit) {
   Arena* small = NewArena(2);
   Arena* big = NewArena(8);
   MetadataVector<Arena*> list = {small, big};
-  Block* a = policy.Find(list, 3 * kPage, 3 * kPage);  // too big for `small`
+  const Placed pa = policy.Find(list, 3 * kPage, 3 * kPage);  // too big for
+  Block* a = pa.block;                                        // `small`
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->arena, big);
-  Block* b = policy.Find(list, kPage, 100);
+  EXPECT_EQ(pa.arena, big);
+  EXPECT_EQ(pa.missing, big->UnmappedPages(a));
+  EXPECT_EQ(pa.missing, 3u);  // nothing is mapped yet
+  const Placed pb = policy.Find(list, kPage, 100);
+  Block* b = pb.block;
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->arena, small);
+  EXPECT_EQ(pb.arena, small);
+  EXPECT_EQ(pb.missing, small->UnmappedPages(b));
   EXPECT_EQ(b->requested, 100u);
-  EXPECT_EQ(policy.Find(list, 16 * kPage, 16 * kPage), nullptr);
+  const Placed none = policy.Find(list, 16 * kPage, 16 * kPage);
+  EXPECT_EQ(none.block, nullptr);
+  EXPECT_EQ(none.arena, nullptr);
+}
+
+// Find counts the pages its block lacks (Arena::UnmappedPages), so that the
+// engine maps only when some are missing.
+TEST_F(PlacementTest, FindCountsTheBlocksMissingPages) {
+  BestFitPolicy policy(R::kAuto, 0.03, true);
+  Arena* arena = NewArena(8);
+  MetadataVector<Arena*> list = {arena};
+  const Placed first = policy.Find(list, 2 * kPage, 2 * kPage);
+  ASSERT_NE(first.block, nullptr);
+  EXPECT_EQ(first.missing, 2u);
+  Map(first.block);
+  const uintptr_t addr = first.block->addr;
+  arena->Release(first.block, /*free_epoch=*/0, /*free_seq=*/1);
+  const Placed again = policy.Find(list, 2 * kPage, 2 * kPage);
+  ASSERT_NE(again.block, nullptr);
+  EXPECT_EQ(again.block->addr, addr);  // the mapped fit
+  EXPECT_EQ(again.missing, 0u);
+  EXPECT_EQ(arena->UnmappedPages(again.block), 0u);
 }
 
 // Growth facts in pages: the high-water marks and current bytes allocated and
@@ -138,18 +166,18 @@ TEST_F(PlacementTest, ReclaimVisitsRemaindersBeforeHolesAndStops) {
   Arena* arena = NewArena(16);
   MetadataVector<Arena*> list = {arena};
   // A hole: a mapped block of 2 pages between live blocks, then freed.
-  Block* left = policy.Find(list, kPage, kPage);
+  Block* left = policy.Find(list, kPage, kPage).block;
   Map(left);
-  Block* hole = policy.Find(list, 2 * kPage, 2 * kPage);
+  Block* hole = policy.Find(list, 2 * kPage, 2 * kPage).block;
   Map(hole);
-  Block* right = policy.Find(list, kPage, kPage);
+  Block* right = policy.Find(list, kPage, kPage).block;
   Map(right);
   arena->Release(hole, /*free_epoch=*/0, /*free_seq=*/1);
   // A remainder: 3 mapped pages of a block of which the first half is taken.
-  Block* big = policy.Find(list, 4 * kPage, 4 * kPage);
+  Block* big = policy.Find(list, 4 * kPage, 4 * kPage).block;
   Map(big);
   arena->Release(big, 0, 2);
-  ASSERT_NE(policy.Find(list, kPage / 2, kPage / 2), nullptr);
+  ASSERT_NE(policy.Find(list, kPage / 2, kPage / 2).block, nullptr);
   std::vector<const Block*> order;
   policy.ForEachReclaimable(arenas_, queue_, [&](Arena* a, Block* b) {
     EXPECT_EQ(a, arena);
