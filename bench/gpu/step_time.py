@@ -194,6 +194,22 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def growth_split(runs):
+    """fragfree's CPU time per step (median, µs) in the steps that created
+    pages and in the others, over every timed step of `runs` (ff_series), with
+    how many steps each; {} without series."""
+    grow, other = [], []
+    for r in runs:
+        series = r.get("ff_series") or {}
+        for cpu, created in zip(series.get("alloc_cpu_ns", []), series.get("create_calls", [])):
+            (grow if created > 0 else other).append(cpu / 1e3)
+    if not grow and not other:
+        return {}
+    return dict(cpu_us_growing=round(median(grow), 1) if grow else None, steps_growing=len(grow),
+                cpu_us_not_growing=round(median(other), 1) if other else None,
+                steps_not_growing=len(other))
+
+
 def summarise(results, workloads, modes):
     """Rows per workload and mode: medians over the rounds and the per-round
     ratios to torch (a round's ratio: the mode's median / torch's median)."""
@@ -222,6 +238,7 @@ def summarise(results, workloads, modes):
                 if ff:
                     row["ff_per_step"] = {k: round(median([f[k] for f in ff]), 2)
                                           for k in FF_COUNTERS}
+                row.update(growth_split(ok))
             rows.append(row)
     return rows
 
@@ -230,12 +247,13 @@ def table(rows, rounds):
     head = ("| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch "
             "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
             "(calls) | map / set-access / unmap calls per step | create / release per step "
-            "| pages remapped per step | backend ms/step | fence waits/step (ms) |")
+            "| pages remapped per step | backend ms/step | fence waits/step (ms) "
+            "| CPU µs in steps that create pages (steps) / in the others (steps) |")
     out = [f"Step time, {rounds} round(s) alternated; each run its own process.", "",
-           head, "|" + "---|" * 11]
+           head, "|" + "---|" * 12]
     for r in rows:
         if not r["runs"]:
-            out.append(f"| {r['workload']} | {r['mode']} | FAILED ({r['failed']}) |" + " |" * 8)
+            out.append(f"| {r['workload']} | {r['mode']} | FAILED ({r['failed']}) |" + " |" * 9)
             continue
         lo, hi = r["step_ms_range"]
         cells = [r["workload"], r["mode"], f"{r['step_ms']:.2f} [{lo:.1f}–{hi:.1f}]"]
@@ -257,6 +275,13 @@ def table(rows, rounds):
                       f"{f['fence_waits']:.1f} ({f['fence_wait_ns'] / 1e6:.2f})"]
         else:
             cells += [""] * 6
+        if "steps_growing" in r:
+            def part(cpu, n):
+                return f"{cpu:.0f} ({n})" if cpu is not None else f"– ({n})"
+            cells.append(part(r["cpu_us_growing"], r["steps_growing"]) + " / " +
+                         part(r["cpu_us_not_growing"], r["steps_not_growing"]))
+        else:
+            cells.append("")
         if r["failed"]:
             cells[2] += f" ({r['failed']} failed)"
         out.append("| " + " | ".join(cells) + " |")
