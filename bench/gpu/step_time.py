@@ -29,7 +29,8 @@ steps (each ends with a synchronise); fragfree's stats are read before and
 after the timed steps, so the per-step figures (CPU time inside fragfree's
 Malloc and Free, backend calls and their time, pages remapped, fence waits)
 cover exactly the timed steps (docs/stats.md, "Where the time goes"); each
-run's RESULT line also carries ff_series, the same stats read after every
+run's RESULT line carries reserved_series (torch.cuda.memory_reserved() after
+every timed step, in every mode) and, for fragfree, ff_series, the same stats read after every
 timed step (pages created and remapped, fence waits, CPU time inside fragfree,
 reserved bytes): how fragfree's memory converges, and what a step that grows
 costs against one that does not.
@@ -109,6 +110,9 @@ def child(args):
     # Per timed step, outside the timing: pages created / remapped, fence waits
     # and reserved bytes (how fragfree converges, step by step).
     series = {k: [] for k in FF_SERIES} if ff is not None else None
+    # Reserved bytes after every timed step as PyTorch reports them, in every
+    # mode (torch.cuda.memory_reserved): whether an allocator still grows.
+    reserved = []
     last = before
     for _ in range(args.steps):
         if not cpu:
@@ -116,6 +120,8 @@ def child(args):
         t0 = time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
+        if not cpu:
+            reserved.append(torch.cuda.memory_reserved())
         if series is not None and last is not None:
             now = ff_stats()
             for k in FF_SERIES:
@@ -127,7 +133,7 @@ def child(args):
                step_ms=[round(1000 * t, 3) for t in times],
                step_ms_median=round(1000 * statistics.median(times), 3),
                setup_s=round(time.perf_counter() - t_setup, 2),
-               losses=[round(v, 4) for v in losses[-3:]])
+               losses=[round(v, 4) for v in losses[-3:]], reserved_series=reserved)
     if ff is not None and after is not None:
         per_step = {k: (after.get(k, 0) - before.get(k, 0)) / max(1, len(times))
                     for k in FF_COUNTERS}
