@@ -120,8 +120,11 @@ def child(args):
         t0 = time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
-        if not cpu:
-            reserved.append(torch.cuda.memory_reserved())
+        if reserved is not None and not cpu:
+            try:
+                reserved.append(torch.cuda.memory_reserved())
+            except RuntimeError:  # an allocator that does not answer it
+                reserved = None
         if series is not None and last is not None:
             now = ff_stats()
             for k in FF_SERIES:
