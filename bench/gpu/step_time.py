@@ -123,7 +123,7 @@ def child(args):
         if reserved is not None and not cpu:
             try:
                 reserved.append(torch.cuda.memory_reserved())
-            except RuntimeError:  # an allocator that does not answer it
+            except Exception:  # an allocator that does not answer it
                 reserved = None
         if series is not None and last is not None:
             now = ff_stats()
