@@ -146,7 +146,10 @@ class Driver:
         self.check(self.cu.cuMemRelease(ctypes.c_ulonglong(h)), "cuMemRelease")
 
 
-def timed(fn):
+def timed(fn, prepare=None):
+    """Seconds fn() takes; prepare() runs first, outside the timing."""
+    if prepare is not None:
+        prepare()
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
@@ -269,29 +272,25 @@ def main():
     def per_page(key, seconds):
         us[key] = seconds / n * 1e6
 
-    def timed(fn):
-        # The GPU's queue is filled first (outside the timing) with --busy.
-        if args.busy:
-            drv.keep_busy()
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
+    # With --busy the GPU's queue is filled first, outside the timing.
+    busy = drv.keep_busy if args.busy else None
 
-    per_page("create", timed(lambda: handles.extend(drv.create() for _ in range(n))))
-    per_page("map", timed(map_all))
-    per_page("access_page", timed(lambda: [drv.set_access(va + i * PAGE, PAGE) for i in range(n)]))
+    per_page("create", timed(lambda: handles.extend(drv.create() for _ in range(n)), busy))
+    per_page("map", timed(map_all, busy))
+    per_page("access_page", timed(lambda: [drv.set_access(va + i * PAGE, PAGE)
+                                           for i in range(n)], busy))
     per_page("unmap_page", timed(lambda: [drv.check(drv.unmap(va + i * PAGE, PAGE), "cuMemUnmap")
-                                          for i in range(n)]))
+                                          for i in range(n)], busy))
     map_all()
-    per_page("access_range", timed(lambda: drv.set_access(va, n * PAGE)))
+    per_page("access_range", timed(lambda: drv.set_access(va, n * PAGE), busy))
     result = {}
-    per_page("unmap_range", timed(lambda: result.setdefault("r", drv.unmap(va, n * PAGE))))
+    per_page("unmap_range", timed(lambda: result.setdefault("r", drv.unmap(va, n * PAGE)), busy))
     unmap_range_ok = result["r"] == 0
     if not unmap_range_ok:
         us["unmap_range"] = None
         for i in range(n):
             drv.check(drv.unmap(va + i * PAGE, PAGE), "cuMemUnmap")
-    per_page("release", timed(lambda: [drv.release(h) for h in handles]))
+    per_page("release", timed(lambda: [drv.release(h) for h in handles], busy))
     handles.clear()
     t = args.threads
     made = []
