@@ -43,6 +43,11 @@ started only if it is expected to finish within that many seconds of the
 start (the first always runs), so one GPU call of 10 minutes gives as many
 whole rounds as fit; --workloads/--modes split the matrix over several calls.
 
+Each run's record holds cpu_ms, the process's CPU time in each timed step
+beside its wall time. --profile-steps N runs N more steps after the timed ones
+under cProfile, and one under torch.profiler (the GPU's busy time against the
+step's), into the run's log: where a CPU-bound step's time goes.
+
 --pin-cpus LIST (e.g. 2-5 or 2,3,4,5) runs every child on those CPUs alone
 (sched_setaffinity), so that runs do not differ by where the scheduler put
 them. Each run's record also holds the GPU's SM clock (MHz), temperature (C) and
@@ -113,13 +118,17 @@ def child(args):
     # Reserved bytes after every timed step as PyTorch reports them, in every
     # mode (torch.cuda.memory_reserved): whether an allocator still grows.
     reserved = []
+    # The process's CPU time per timed step (every thread): with wall time,
+    # whether a step waits for the GPU or the GPU waits for the CPU.
+    cpu_ms = []
     last = before
     for _ in range(args.steps):
         if not cpu:
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
+        cpu_ms.append(round(1000 * (time.process_time() - c0), 3))
         if reserved is not None and not cpu:
             try:
                 reserved.append(torch.cuda.memory_reserved())
@@ -132,8 +141,10 @@ def child(args):
                 series[k].append(now.get(k, 0) - (0 if gauge else last.get(k, 0)))
             last = now
     after = ff_stats()
+    if args.profile_steps:
+        profile_steps(wl, args.profile_steps)
     res = dict(workload=args.child_workload, mode=mode, steps=len(times),
-               step_ms=[round(1000 * t, 3) for t in times],
+               step_ms=[round(1000 * t, 3) for t in times], cpu_ms=cpu_ms,
                step_ms_median=round(1000 * statistics.median(times), 3),
                setup_s=round(time.perf_counter() - t_setup, 2),
                losses=[round(v, 4) for v in losses[-3:]], reserved_series=reserved)
@@ -148,6 +159,38 @@ def child(args):
         res["peak_reserved"] = torch.cuda.max_memory_reserved()
         res["peak_allocated"] = torch.cuda.max_memory_allocated()
     print("RESULT " + json.dumps(res), flush=True)
+
+
+def profile_steps(wl, n):
+    """Runs `n` more steps (after the timed ones, so their figures are not
+    touched) under cProfile and prints where the Python side's time went, by
+    own time and by cumulative time (the run's log keeps it)."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        wl.step()
+    prof.disable()
+    for key in ("tottime", "cumulative"):
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats(key).print_stats(30)
+        print(f"PROFILE {n} steps by {key}\n" + text.getvalue(), flush=True)
+    if wl.dev.type != "cuda":
+        return
+    # One more step under torch.profiler: the GPU's busy time against the
+    # step's wall time (a step the GPU waits on is the CPU's to shorten).
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        t0 = time.perf_counter()
+        wl.step()
+        wall = time.perf_counter() - t0
+    events = p.key_averages()
+    gpu_us = sum(e.self_device_time_total for e in events)
+    print(f"PROFILE gpu busy {gpu_us / 1e3:.1f} ms of a {wall * 1e3:.1f} ms step (profiled)\n"
+          + events.table(sort_by="self_cpu_time_total", row_limit=25), flush=True)
 
 
 def base_mode(mode):
@@ -325,6 +368,8 @@ def main():
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--pin-cpus", default="", help="run each child on these CPUs, e.g. 2-5")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after the timed steps, run this many more under cProfile (log)")
     p.add_argument("--child-workload", default="")
     p.add_argument("--child-mode", default="")
     args = p.parse_args()
@@ -365,7 +410,8 @@ def main():
                 name = f"{wl}-{mode}-r{rnd}"
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
                        "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
-                       str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+                       str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed),
+                       "--profile-steps", str(args.profile_steps)]
                 before = gpu_state(args.device)
                 t0 = time.time()
                 try:
