@@ -3,6 +3,7 @@
 #include "allocator/va/arena.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
@@ -402,43 +403,94 @@ absl::Status Arena::TakeFreePages(const Block* block, size_t max_pages,
   size_t end = std::min(FirstPage(block->end()), mapped_end_);
   size_t done = 0;
   size_t p = first;
-  for (; p < end && done < max_pages; ++p) {
-    if (page_of_[p] == kNoPage) continue;
+  auto took = [&](size_t index) {
+    if (indices != nullptr) indices->push_back(index);
+    AddToRuns(runs, base_ + index * page_size_, page_size_);
+    ++done;
+  };
+  while (p < end && done < max_pages) {
+    if (page_of_[p] == kNoPage) {
+      ++p;
+      continue;
+    }
     if (epoch != nullptr) {
       // A page whose access is unknown stays (a reattached page must be as it
       // was: accessible); it goes by the waiting path.
-      if (without_access_.contains(p)) continue;
-      detached_[p] = *epoch;
-      ForgetMapping(p, out);
-    } else if (absl::Status s = UnmapPage(p, out); !s.ok()) {
-      return s;
+      if (!without_access_.contains(p)) {
+        detached_[p] = *epoch;
+        ForgetMapping(p, out);
+        took(p);
+      }
+      ++p;
+      continue;
     }
-    if (indices != nullptr) indices->push_back(p);
-    AddToRuns(runs, base_ + p * page_size_, page_size_);
-    ++done;
+    // A run of adjacent mapped pages, no more than are wanted: one Unmap.
+    size_t q = p + 1;
+    while (q < end && q - p < max_pages - done && page_of_[q] != kNoPage) ++q;
+    if (UnmapRun(p, q)) {
+      for (; p < q; ++p) {
+        ForgetMapping(p, out);
+        took(p);
+      }
+      continue;
+    }
+    for (; p < q; ++p) {
+      if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
+      took(p);
+    }
   }
   if (!AnyMapped(p, end)) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
 }
 
+bool Arena::UnmapRun(size_t first, size_t end) {
+  return end - first > 1 &&
+         backend_->Unmap(base_ + first * page_size_, (end - first) * page_size_)
+             .ok();
+}
+
 absl::Status Arena::UnmapDetached(uintptr_t addr, size_t size,
                                   FenceReady ready) {
-  auto it = detached_.lower_bound(FirstPage(addr));
   const size_t end = EndPage(addr + size);
-  while (it != detached_.end() && it->first < end) {
-    absl::StatusOr<bool> passed = ready(it->second);
-    if (!passed.ok()) return passed.status();
-    if (!*passed) {
-      ++it;
-      continue;
+  size_t from = FirstPage(addr);
+  for (auto it = detached_.lower_bound(from);
+       it != detached_.end() && it->first < end;
+       it = detached_.lower_bound(from)) {
+    // A run of adjacent detached pages whose fences have passed: one Unmap
+    // (page by page where the backend refuses the run).
+    const size_t first = it->first;
+    size_t count = 0;
+    bool waiting = false;  // the page after the run has not passed
+    absl::Status status;
+    for (auto r = it;
+         r != detached_.end() && r->first < end && r->first == first + count;
+         ++r) {
+      absl::StatusOr<bool> passed = ready(r->second);
+      if (!passed.ok()) {
+        status = passed.status();
+        break;
+      }
+      if (!*passed) {
+        waiting = true;
+        break;
+      }
+      ++count;
     }
-    if (absl::Status s =
-            backend_->Unmap(base_ + it->first * page_size_, page_size_);
-        !s.ok()) {
-      return s;
+    if (UnmapRun(first, first + count)) {
+      detached_.erase(it, std::next(it, ptrdiff_t(count)));
+    } else {
+      for (size_t p = first; p < first + count; ++p) {
+        if (absl::Status s =
+                backend_->Unmap(base_ + p * page_size_, page_size_);
+            !s.ok()) {
+          return s;
+        }
+        detached_.erase(p);
+      }
     }
-    it = detached_.erase(it);
+    if (!status.ok()) return status;
+    from = first + count + (waiting ? 1 : 0);
   }
   return absl::OkStatus();
 }
@@ -524,14 +576,11 @@ absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
     // A run of adjacent mapped pages: one Unmap over all of them (each page
     // is its own mapping; the backend contract allows a range covering whole
     // mappings). A backend that refuses the run gets one call per page.
-    size_t made = 0;  // backend calls
-    if (q - p > 1) {
-      ++made;
-      if (backend_->Unmap(base_ + p * page_size_, (q - p) * page_size_).ok()) {
-        for (size_t i = p; i < q; ++i) ForgetMapping(i, out);
-        AddToRuns(runs, base_ + p * page_size_, (q - p) * page_size_);
-        p = q;
-      }
+    size_t made = q - p > 1 ? 1 : 0;  // backend calls
+    if (UnmapRun(p, q)) {
+      for (size_t i = p; i < q; ++i) ForgetMapping(i, out);
+      AddToRuns(runs, base_ + p * page_size_, (q - p) * page_size_);
+      p = q;
     }
     for (; p < q; ++p) {
       ++made;

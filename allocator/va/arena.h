@@ -93,8 +93,9 @@ class Arena : public MetadataObject {
                  uint64_t free_seq = kKeepFreeSeq);
   // Whole mapped pages lying inside free block `block`.
   size_t ReclaimablePages(const Block* block) const;
-  // Unmaps up to `max_pages` whole pages inside free block `block`, appending
-  // their ids to `out` (they are then the caller's, normally back to the pool).
+  // Unmaps up to `max_pages` whole pages inside free block `block`, a run of
+  // adjacent ones by one backend call (UnmapRun), appending their ids to `out`
+  // (they are then the caller's, normally back to the pool).
   // When `runs` is given, the VA ranges unmapped are appended to it; when
   // `indices` is, the page indices unmapped (in the order of `out`).
   absl::Status UnmapFreePages(const Block* block, size_t max_pages,
@@ -114,8 +115,9 @@ class Arena : public MetadataObject {
   // Whether the GPU has passed a detached page's fence epoch; may wait for it.
   using FenceReady = absl::FunctionRef<absl::StatusOr<bool>(uint64_t epoch)>;
   // Unmaps the old addresses of the detached pages in [addr, addr + size)
-  // whose epoch `ready` says is passed. Stops at the first error (that page
-  // stays detached).
+  // whose epoch `ready` says is passed, a run of adjacent ones by one backend
+  // call. Stops at the first error (that page stays detached; the passed
+  // pages before it in its run are unmapped).
   absl::Status UnmapDetached(uintptr_t addr, size_t size, FenceReady ready);
   absl::Status UnmapAllDetached(FenceReady ready) {
     return UnmapDetached(base_, size_, ready);
@@ -254,6 +256,12 @@ class Arena : public MetadataObject {
     }
   }
   absl::Status UnmapPage(size_t index, PageList* out);
+  // Unmaps pages [first, end), each its own mapping, by one backend call when
+  // there are two or more and the backend takes the range; false (nothing
+  // unmapped) otherwise, and the caller goes page by page. One call over a run
+  // costs the driver less per page than one call a page (docs/design.md,
+  // Note [Page size and handle size]).
+  bool UnmapRun(size_t first, size_t end);
   // UnmapFreePages and DetachFreePages: detach (at `*epoch`) rather than
   // unmap when `epoch` is given.
   absl::Status TakeFreePages(const Block* block, size_t max_pages,

@@ -9,7 +9,8 @@ shared GPU machine falls on every allocator alike.
 
 Workloads (bench/gpu/workloads.py, seeded: every allocator sees the same
 requests): gpt2, gpt2+ckpt, llama, llama+ckpt (HF models built from config,
-variable sequence length), fsdp (two streams: the next layer's weights gathered
+variable sequence length; "+flash" keeps attention off cuDNN's kernels, whose
+per-call graph building on the CPU dominates those steps), fsdp (two streams: the next layer's weights gathered
 on a side stream), moe (6 layers x 16 experts, a new token count per expert
 every step, 4k..32k tokens a step).
 

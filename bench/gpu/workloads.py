@@ -52,10 +52,16 @@ def _sync(dev):
 
 class LmWorkload:
     """HF causal LM training: a random batch of `batch` x L tokens a step, L
-    uniform in [seq_min, seq_max]; AdamW (fused on CUDA)."""
+    uniform in [seq_min, seq_max]; AdamW (fused on CUDA).
+
+    flash=True keeps attention to the flash and memory-efficient SDPA kernels.
+    By default PyTorch 2.11 on an H200 picks cuDNN's attention, which builds its
+    graph on the CPU at every call, ~5-6 ms (bench/results/2026-12-02-h200-
+    session10.md): ~60% of a Llama + checkpointing step, and most of its
+    spread from one run to the next."""
 
     def __init__(self, dev, model="gpt2", ckpt=False, batch=8, seq_min=64, seq_max=1024,
-                 seed=0, tiny=False):
+                 seed=0, tiny=False, flash=False):
         from transformers import AutoModelForCausalLM
         self.dev, self.batch = dev, batch
         if tiny:
@@ -70,11 +76,22 @@ class LmWorkload:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4,
                                      fused=dev.type == "cuda")
         self.rng = random.Random(seed)
+        self.flash = flash and dev.type == "cuda"
         # Called between the phases of a step (after forward, after backward):
         # train.py and train_check.py sample the device's memory there.
         self.probe = lambda: None
 
     def step(self):
+        with self._attention():
+            return self._step()
+
+    def _attention(self):
+        if not self.flash:
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
+
+    def _step(self):
         L = self.rng.randint(*self.seq)
         x = torch.randint(0, self.cfg.vocab_size, (self.batch, L), device=self.dev)
         with _autocast(self.dev):
@@ -206,10 +223,12 @@ class MoeWorkload:
 
 def make(name, dev, seed=0, tiny=False):
     """A workload by step_time.py's name: gpt2, gpt2+ckpt, llama, llama+ckpt,
-    fsdp, moe."""
-    model, _, extra = name.partition("+")
-    if model in ("gpt2", "llama"):
-        return LmWorkload(dev, model, ckpt=extra == "ckpt", seed=seed, tiny=tiny)
+    fsdp, moe. A language model may end in "+flash": attention by the flash or
+    memory-efficient SDPA kernels only, not cuDNN's (LmWorkload)."""
+    model, *extras = name.split("+")
+    if model in ("gpt2", "llama") and set(extras) <= {"ckpt", "flash"}:
+        return LmWorkload(dev, model, ckpt="ckpt" in extras, seed=seed, tiny=tiny,
+                          flash="flash" in extras)
     if name == "fsdp":
         return FsdpWorkload(dev, seed=seed, tiny=tiny)
     if name == "moe":

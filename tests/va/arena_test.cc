@@ -1,11 +1,14 @@
 // Unit tests of Arena (allocator/va/arena.h) on the simulated backend:
 // placement (best fit, mapped holes preferred), splitting and coalescing that
 // keep the blocks tiling the range, mapping exactly the missing pages, and
-// unmapping whole free pages into the reclaim index.
+// unmapping whole free pages into the reclaim index, a run of them (or of
+// detached old addresses) by one backend call.
 #include "allocator/va/arena.h"
 
 #include <memory>
+#include <vector>
 
+#include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "allocator/va/page_pool.h"
 #include "allocator/va/reclaim_queue.h"
@@ -15,6 +18,24 @@ namespace fragfree {
 namespace {
 
 constexpr size_t kPage = 2 << 20;
+
+// The simulated backend, recording the size of every Unmap; with
+// refuse_ranges, an Unmap over more than one page fails (nothing unmapped).
+class UnmapRecorder final : public ForwardingBackend {
+ public:
+  UnmapRecorder()
+      : ForwardingBackend(
+            std::make_unique<SimulatedBackend>(64 * kPage, kPage)) {}
+  absl::Status Unmap(uintptr_t va, size_t size) override {
+    if (refuse_ranges && size > kPage) {
+      return absl::InternalError("range refused");
+    }
+    unmaps.push_back(size / kPage);
+    return ForwardingBackend::Unmap(va, size);
+  }
+  bool refuse_ranges = false;
+  std::vector<size_t> unmaps;  // pages per successful call
+};
 
 class ArenaTest : public ::testing::Test {
  protected:
@@ -68,7 +89,7 @@ class ArenaTest : public ::testing::Test {
     EXPECT_EQ(at, arena_->base() + arena_->size());
   }
 
-  SimulatedBackend backend_{64 * kPage, kPage};
+  UnmapRecorder backend_;
   PagePool pool_{&backend_, 64 * kPage};
   BlockPool blocks_;
   ReclaimQueue queue_;
@@ -197,6 +218,52 @@ TEST_F(ArenaTest, UnmapsWholeFreePagesAndIndexesReclaimableHoles) {
   for (PageId p : pages) pool_.ReturnIdle(p);
   arena_->Release(guard, /*free_epoch=*/2);
   ExpectTiled();
+}
+
+// Adjacent pages leave by one Unmap: a hole's pages (up to the count wanted),
+// and detached old addresses whose fences have passed (not those whose fences
+// have not). A backend that refuses ranges gets one call per page.
+TEST_F(ArenaTest, UnmapsARunOfPagesByOneBackendCall) {
+  for (bool refuse : {false, true}) {
+    backend_.refuse_ranges = refuse;
+    backend_.unmaps.clear();
+    Block* a = AllocateMapped(6 * kPage);
+    Block* guard = AllocateMapped(512);
+    ASSERT_TRUE(a && guard);
+    Block* hole = arena_->Release(a, /*free_epoch=*/1, /*free_seq=*/1);
+    PageList pages;
+    ASSERT_TRUE(arena_->UnmapFreePages(hole, 2, &pages).ok());
+    ASSERT_TRUE(
+        arena_->DetachFreePages(hole, SIZE_MAX, /*epoch=*/5, &pages).ok());
+    EXPECT_EQ(pages.size(), 6u);
+    EXPECT_EQ(arena_->mapped_pages(), 1u);  // the guard's
+    EXPECT_EQ(arena_->detached_pages(), 4u);
+    if (refuse) {
+      EXPECT_EQ(backend_.unmaps, std::vector<size_t>({1, 1}));
+    } else {
+      EXPECT_EQ(backend_.unmaps, std::vector<size_t>({2}));
+    }
+    // Detached pages 2..5: the fence of page 4 has not passed.
+    backend_.unmaps.clear();
+    size_t asked = 0;
+    ASSERT_TRUE(arena_
+                    ->UnmapAllDetached([&](uint64_t epoch) {
+                      EXPECT_EQ(epoch, 5u);
+                      return ++asked != 3;  // the third page asked: not yet
+                    })
+                    .ok());
+    EXPECT_EQ(arena_->detached_pages(), 1u);
+    if (refuse) {
+      EXPECT_EQ(backend_.unmaps, std::vector<size_t>({1, 1, 1}));
+    } else {
+      EXPECT_EQ(backend_.unmaps, std::vector<size_t>({2, 1}));
+    }
+    ASSERT_TRUE(arena_->UnmapAllDetached([](uint64_t) { return true; }).ok());
+    EXPECT_EQ(arena_->detached_pages(), 0u);
+    for (PageId p : pages) pool_.ReturnIdle(p);
+    arena_->Release(guard, /*free_epoch=*/2);
+    ExpectTiled();
+  }
 }
 
 TEST_F(ArenaTest, ReturnsNullWhenNoFreeRangeFits) {
