@@ -226,15 +226,14 @@ absl::Status PageSource::UnmapDetached(bool wait) {
 
 absl::Status PageSource::SettleDetached(const Block* block,
                                         const Scope& scope) {
-  bool any = false;
-  for (const auto& arena : *p_.arenas) any |= arena->detached_pages() > 0;
-  if (!any) return absl::OkStatus();
+  // Old addresses elsewhere stay mapped until they are needed (Note [Moving a
+  // page without waiting] in docs/design.md): only those under the block must
+  // go before pages are mapped there.
+  Arena* const arena = block->arena;
+  if (!arena->AnyDetachedIn(block->addr, block->size)) return absl::OkStatus();
   if (!scope.capturing) {
     if (absl::Status s = p_.fences->PollAndFence(); !s.ok()) return s;
   }
-  if (absl::Status s = UnmapDetached(/*wait=*/false); !s.ok()) return s;
-  // What is left under the block must go before pages are mapped there.
-  Arena* const arena = block->arena;
   const uint32_t slot = arena->stream_slot();
   return arena->UnmapDetached(block->addr, block->size, [&](uint64_t epoch) {
     return FencePassed(slot, epoch, /*wait=*/true);

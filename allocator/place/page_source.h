@@ -113,8 +113,9 @@ class PageSource {
   // pages are released to the device, moved ones mapped back into the free
   // blocks they came from (released if that fails), idle ones made idle again.
   void GiveBack(const PageList& pages);
-  // Before pages are mapped under `block`: detached pages whose fences have
-  // completed are unmapped, and those under `block` are waited for.
+  // Before pages are mapped under `block`: the old addresses of detached
+  // pages under it are unmapped, once their fences have passed (waiting for
+  // them where they have not). Detached addresses elsewhere stay mapped.
   absl::Status SettleDetached(const Block* block, const Scope& scope);
   // Whether the GPU has passed `epoch` on stream `slot`; with `wait`, waits
   // for it (true unless the wait fails).

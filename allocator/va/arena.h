@@ -123,6 +123,12 @@ class Arena : public MetadataObject {
     return UnmapDetached(base_, size_, ready);
   }
   size_t detached_pages() const { return detached_.size(); }
+  // Whether a detached old address lies in [addr, addr + size).
+  bool AnyDetachedIn(uintptr_t addr, size_t size) const {
+    if (detached_.empty()) return false;
+    auto it = detached_.lower_bound(FirstPage(addr));
+    return it != detached_.end() && it->first < EndPage(addr + size);
+  }
   // Detached page indices -> their fence epochs (for the invariant check).
   const MetadataBtreeMap<size_t, uint64_t>& detached() const {
     return detached_;

@@ -1,10 +1,12 @@
 // Moving a page without waiting (docs/design.md, Note [Moving a page without
 // waiting]): a page reclaimed from a hole that the request's own stream freed
 // is mapped at once, before the GPU has passed the hole's last use, and its
-// old address stays mapped (detached) until the stream's fence passes. These
+// old address stays mapped (detached) until a block needs that address (or
+// empty_cache, a release, a pause or teardown needs none left). These
 // tests run the engine on real host memory (HostBackend) with events that
 // complete only when told (FlakyEvents), and check: no wait on the same stream
-// and a wait on another; both addresses map the same memory meanwhile; a block
+// and a wait on another; both addresses map the same memory meanwhile, also
+// after the fence has passed and other blocks mapped pages; a block
 // placed over a detached range waits for it; a failed request attaches the
 // pages again where they were; empty_cache and teardown leave nothing mapped.
 // Thread-safety: single-threaded.
@@ -101,6 +103,34 @@ TEST(MoveWithoutWait, ABlockOverADetachedRangeWaitsThenMaps) {
   EXPECT_EQ(*c, hole);
   EXPECT_GT(Waits(r), waits);
   memset(*c, 0x33, 2 * kPage);  // mapped anew, accessible
+  EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
+}
+
+// A passed fence does not unmap the old address by itself: pages mapped for
+// another block leave it alone, and the block placed over it unmaps it then,
+// without a wait.
+TEST(MoveWithoutWait, AnOldAddressStaysMappedUntilABlockNeedsIt) {
+  Rig r = ReclaimingRig();
+  char* hole = FreshHole(r, kS1);
+  absl::StatusOr<void*> b = r.a->Malloc(3 * kPage, kS1);
+  ASSERT_TRUE(b.ok()) << b.status();
+  r.events->CompleteAll();
+  ASSERT_TRUE(r.a->Malloc(kPage, kS2).ok());  // maps a new page elsewhere
+  char* block = static_cast<char*>(*b);
+  for (size_t k = 0; k < 3; ++k) memset(block + k * kPage, int(k + 1), kPage);
+  const char first = hole[0], second = hole[kPage];
+  EXPECT_TRUE(first >= 1 && first <= 3 && second >= 1 && second <= 3 &&
+              first != second)
+      << int(first) << " " << int(second);
+  EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
+  const int64_t waits = Waits(r);
+  absl::StatusOr<void*> c = r.a->Malloc(2 * kPage, kS1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, hole);
+  EXPECT_EQ(Waits(r), waits);
+  memset(*c, 0x55,
+         2 * kPage);  // its own pages now: the block's stay as written
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(block[k * kPage], char(k + 1));
   EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
 }
 
