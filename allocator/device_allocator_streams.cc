@@ -54,10 +54,9 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
   Block* block = it->block;
-  if (stream == it->arena->stream()) return absl::OkStatus();
+  if (stream == block->arena->stream()) return absl::OkStatus();
   if (block->uses == nullptr) {
     block->uses = MakeMetadataUnique<MetadataVector<StreamHandle>>();
-    it->has_uses = 1;
   }
   AddStreamUse(block->uses.get(), stream);
   return absl::OkStatus();
@@ -90,7 +89,7 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   ForgetTaggedStream(stream);
   // Its work is done: uses recorded for it need no event any more.
   live_.ForEach([&](LiveEntry& entry) {
-    if (!entry.has_uses) return;
+    if (entry.block->uses == nullptr) return;
     auto& uses = *entry.block->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
   });

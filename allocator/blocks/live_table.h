@@ -1,5 +1,6 @@
-// LiveTable: a device's live allocations by address, with what Free needs of
-// each (LiveEntry), so that a free reads one 32-byte entry and not the block.
+// LiveTable: a device's live allocations by address: 16-byte entries (the
+// address and its block, four to a cache line), so that the table is small
+// enough to stay in the caches longer and a probe run rarely crosses a line.
 // Open addressing with linear probing (Fibonacci hashing of the address) at a
 // load of at most 1/4 up to kSparseCapacity slots (short probe runs: whether
 // the next slot is taken is a branch that mispredicts about as often as the
@@ -27,15 +28,14 @@
 
 namespace fragfree {
 
-// A live allocation. The block's size is the rounding of `requested`.
-struct alignas(32) LiveEntry {
+// A live allocation: what the block holds of it (its arena, requested size and
+// other streams' uses) is read from the block, whose lines a free touches
+// anyway.
+struct alignas(16) LiveEntry {
   uintptr_t addr = 0;  // 0: an empty slot
   Block* block = nullptr;
-  Arena* arena = nullptr;
-  uint64_t requested : 63 = 0;
-  uint64_t has_uses : 1 = 0;  // block->uses != nullptr (record_stream)
 };
-static_assert(sizeof(LiveEntry) == 32, "two entries per cache line");
+static_assert(sizeof(LiveEntry) == 16, "four entries per cache line");
 
 class LiveTable {
  public:
@@ -110,7 +110,7 @@ class LiveTable {
 
  private:
   static constexpr size_t kMinCapacity = 256;
-  static constexpr size_t kSparseCapacity = 4096;  // 128 KiB of entries
+  static constexpr size_t kSparseCapacity = 4096;  // 64 KiB of entries
   size_t capacity() const { return mask_ + 1; }
   static size_t HomeAt(uintptr_t addr, int shift) {
     return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift);

@@ -98,7 +98,11 @@ TEST(FreeIndex, PrefersLowerAddressAmongEqualSizes) {
 
 TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   LiveTable table;
-  std::map<uintptr_t, uint64_t> model;
+  std::map<uintptr_t, Block*> model;
+  // The entries' blocks are only compared, never read: distinct tokens.
+  auto token = [](int step) {
+    return reinterpret_cast<Block*>(uintptr_t(step + 1) * sizeof(Block));
+  };
   std::mt19937_64 rng(7);
   // Addresses from a few clustered ranges, so probe runs are long and erasing
   // inside them (backward shift) is exercised.
@@ -113,11 +117,11 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
     if (e == nullptr) {
       LiveEntry entry;
       entry.addr = addr;
-      entry.requested = uint64_t(step);
+      entry.block = token(step);
       table.Insert(entry);
-      model[addr] = uint64_t(step);
+      model[addr] = entry.block;
     } else {
-      ASSERT_EQ(e->requested, it->second);
+      ASSERT_EQ(e->block, it->second);
       table.Erase(e);
       model.erase(it);
     }
@@ -126,10 +130,10 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   size_t seen = 0;
   table.ForEach([&](LiveEntry& e) {
     ++seen;
-    ASSERT_EQ(model.at(e.addr), e.requested);
+    ASSERT_EQ(model.at(e.addr), e.block);
   });
   EXPECT_EQ(seen, model.size());
-  for (const auto& [addr, requested] : model) {
+  for (const auto& [addr, block] : model) {
     ASSERT_NE(table.Find(addr), nullptr);
   }
   table.Clear();
