@@ -28,12 +28,22 @@
 
 namespace fragfree {
 
-// A live allocation: what the block holds of it (its arena, requested size and
-// other streams' uses) is read from the block, whose lines a free touches
-// anyway.
+// A live allocation: its address and block, and whether other streams used it
+// (block->uses != nullptr, in the block pointer's low bit: blocks are 64-byte
+// aligned), so that a free decides its path without waiting for the block. The
+// rest (arena, requested size) is read from the block, whose second line a free
+// writes anyway.
 struct alignas(16) LiveEntry {
+  LiveEntry() = default;
+  LiveEntry(uintptr_t address, Block* b)
+      : addr(address), bits(reinterpret_cast<uintptr_t>(b)) {}
+  Block* block() const { return reinterpret_cast<Block*>(bits & ~kHasUses); }
+  bool has_uses() const { return (bits & kHasUses) != 0; }
+  void set_has_uses() { bits |= kHasUses; }
+
+  static constexpr uintptr_t kHasUses = 1;
   uintptr_t addr = 0;  // 0: an empty slot
-  Block* block = nullptr;
+  uintptr_t bits = 0;  // the block, | kHasUses
 };
 static_assert(sizeof(LiveEntry) == 16, "four entries per cache line");
 

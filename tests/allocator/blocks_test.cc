@@ -115,13 +115,11 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
     auto it = model.find(addr);
     ASSERT_EQ(e != nullptr, it != model.end()) << step;
     if (e == nullptr) {
-      LiveEntry entry;
-      entry.addr = addr;
-      entry.block = token(step);
+      const LiveEntry entry(addr, token(step));
       table.Insert(entry);
-      model[addr] = entry.block;
+      model[addr] = entry.block();
     } else {
-      ASSERT_EQ(e->block, it->second);
+      ASSERT_EQ(e->block(), it->second);
       table.Erase(e);
       model.erase(it);
     }
@@ -130,7 +128,7 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   size_t seen = 0;
   table.ForEach([&](LiveEntry& e) {
     ++seen;
-    ASSERT_EQ(model.at(e.addr), e.block);
+    ASSERT_EQ(model.at(e.addr), e.block());
   });
   EXPECT_EQ(seen, model.size());
   for (const auto& [addr, block] : model) {
