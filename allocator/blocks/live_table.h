@@ -45,6 +45,8 @@ struct alignas(16) LiveEntry {
   uintptr_t addr = 0;  // 0: an empty slot
   uintptr_t bits = 0;  // the block, | kHasUses
 };
+static_assert(alignof(Block) > LiveEntry::kHasUses,
+              "the flag lives in bits a Block pointer never sets");
 static_assert(sizeof(LiveEntry) == 16, "four entries per cache line");
 
 class LiveTable {
