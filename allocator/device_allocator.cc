@@ -287,7 +287,7 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   trace_.RecordTagged(TraceAction::kAlloc, addr, size, stream);
   // rounded == block->size
   stats_.NoteAlloc(StatPoolOf(arena->kind()), int64_t(rounded), int64_t(size));
-  live_.Insert(LiveEntry{addr, block, arena, size, 0});
+  live_.Insert(LiveEntry(addr, block));
   return reinterpret_cast<void*>(addr);
 }
 
@@ -344,8 +344,12 @@ absl::Status DeviceAllocator::Free(void* ptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));
   }
+  // The free reads both lines of the block (its own bookkeeping, then
+  // coalescing): start both misses now, under the erase and the checks.
+  __builtin_prefetch(it->block(), 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(it->block()) + 64, 1);
   // Shared with other processes (docs/ipc.md), or used by other streams.
-  if (ipc_ != nullptr || it->has_uses) [[unlikely]] {
+  if (ipc_ != nullptr || it->has_uses()) [[unlikely]] {
     return FreeSharedOrUsed(addr);
   }
   FreeEntry(it);
@@ -360,11 +364,11 @@ absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
     if (*deferred) return absl::OkStatus();
     it = live_.Find(addr);
   }
-  if (!it->has_uses) {
+  if (!it->has_uses()) {
     FreeEntry(it);
     return absl::OkStatus();
   }
-  Block* const block = it->block;
+  Block* const block = it->block();
   // Other streams used it: record their events first, so that a failure leaves
   // the block live and nothing changed.
   UseEvents events;
@@ -377,10 +381,10 @@ absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
     FreeEntry(it);
     return absl::OkStatus();
   }
-  const size_t requested = it->requested;
-  Arena* const arena = it->arena;
+  const size_t requested = block->requested;
+  Arena* const arena = block->arena;
   live_.Erase(it);
-  const size_t size = rounding_.Round(requested);  // == block->size
+  const size_t size = block->size;  // == Round(requested)
   stats_.NoteFree(StatPoolOf(arena->kind()), int64_t(size), int64_t(requested));
   // It becomes reusable once the other streams' work completes.
   trace_.RecordTagged(TraceAction::kFreeRequested, addr, requested,
@@ -394,15 +398,11 @@ absl::Status DeviceAllocator::FreeSharedOrUsed(uintptr_t addr) {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::FreeEntry(
     LiveEntry* it) {
   const uintptr_t addr = it->addr;
-  Block* const block = it->block;
-  // Releasing reads the block (coalescing); start that miss now, under the
-  // bookkeeping below. A cached block is only written.
-  __builtin_prefetch(block, 1);
-  __builtin_prefetch(reinterpret_cast<const char*>(block) + 64, 1);
-  Arena* const arena = it->arena;
-  const size_t requested = it->requested;
-  live_.Erase(it);
-  const size_t size = rounding_.Round(requested);  // == block->size
+  Block* const block = it->block();
+  live_.Erase(it);  // before the block's fields: under their miss
+  Arena* const arena = block->arena;
+  const size_t requested = block->requested;
+  const size_t size = block->size;  // == Round(requested)
   stats_.NoteFree(StatPoolOf(arena->kind()), int64_t(size), int64_t(requested));
   // Requested and completed at once: one clock read for both.
   trace_.RecordTagged(TraceAction::kFreeRequested, TraceAction::kFreeCompleted,

@@ -172,7 +172,7 @@ absl::Status DeviceAllocator::CheckLiveBlock(const Arena& arena, const Block* b,
       recount->allocated += int64_t(b->size);
       ++recount->live_blocks;
       const LiveEntry* it = live_.Find(b->addr);
-      if (it == nullptr || it->block != b || it->arena != &arena) {
+      if (it == nullptr || it->block() != b || b->arena != &arena) {
         return Fail("paused allocated block missing from the live table");
       }
     }
@@ -184,11 +184,10 @@ absl::Status DeviceAllocator::CheckLiveBlock(const Arena& arena, const Block* b,
     recount->allocated += int64_t(b->size);
     ++recount->live_blocks;
     const LiveEntry* it = live_.Find(b->addr);
-    if (it == nullptr || it->block != b) {
+    if (it == nullptr || it->block() != b) {
       return Fail("allocated block missing from the live table");
     }
-    if (it->arena != &arena || it->requested != b->requested ||
-        bool(it->has_uses) != (b->uses != nullptr) ||
+    if (b->arena != &arena || it->has_uses() != (b->uses != nullptr) ||
         b->size != rounding_.Round(b->requested)) {
       return Fail(absl::StrFormat(
           "live table entry of 0x%x differs from its block", b->addr));

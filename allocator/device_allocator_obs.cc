@@ -160,7 +160,7 @@ std::vector<SizeCount> DeviceAllocator::RequestSizes(
 size_t DeviceAllocator::AllocationSize(const void* ptr) const {
   MutexLock lock(&mu_);
   const LiveEntry* it = live_.Find(reinterpret_cast<uintptr_t>(ptr));
-  return it == nullptr ? 0 : size_t(it->requested);
+  return it == nullptr ? 0 : it->block()->requested;
 }
 
 std::vector<ArenaView> DeviceAllocator::Arenas() const {

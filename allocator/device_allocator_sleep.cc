@@ -444,18 +444,18 @@ absl::Status DeviceAllocator::RestoreBackup(
   };
   for (const Backup::Entry& e : t.backup->entries()) {
     const LiveEntry* live = live_.Find(e.block);
-    if (live == nullptr || live->block->size != e.block_size) {
+    if (live == nullptr || live->block()->size != e.block_size) {
       if (absl::Status s = flush(); !s.ok()) return s;
       continue;
     }
     const uintptr_t h = reinterpret_cast<uintptr_t>(e.host);
-    if (bytes > 0 && (live->block->arena != arena || e.addr != lo + bytes ||
+    if (bytes > 0 && (live->block()->arena != arena || e.addr != lo + bytes ||
                       h != host_lo + bytes || e.starts_chunk ||
                       bytes + e.size > kBackupPieceBytes)) {
       if (absl::Status s = flush(); !s.ok()) return s;
     }
     if (bytes == 0) {
-      arena = live->block->arena;
+      arena = live->block()->arena;
       lo = e.addr;
       host_lo = h;
     }

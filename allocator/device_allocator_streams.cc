@@ -53,11 +53,11 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
         "record_stream: " +
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
-  Block* block = it->block;
-  if (stream == it->arena->stream()) return absl::OkStatus();
+  Block* block = it->block();
+  if (stream == block->arena->stream()) return absl::OkStatus();
   if (block->uses == nullptr) {
     block->uses = MakeMetadataUnique<MetadataVector<StreamHandle>>();
-    it->has_uses = 1;
+    it->set_has_uses();
   }
   AddStreamUse(block->uses.get(), stream);
   return absl::OkStatus();
@@ -90,8 +90,8 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   ForgetTaggedStream(stream);
   // Its work is done: uses recorded for it need no event any more.
   live_.ForEach([&](LiveEntry& entry) {
-    if (!entry.has_uses) return;
-    auto& uses = *entry.block->uses;
+    if (!entry.has_uses()) return;
+    auto& uses = *entry.block()->uses;
     uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
   });
   // Its empty arenas go now; the others when their last block is freed. A

@@ -1,5 +1,6 @@
-// LiveTable: a device's live allocations by address, with what Free needs of
-// each (LiveEntry), so that a free reads one 32-byte entry and not the block.
+// LiveTable: a device's live allocations by address: 16-byte entries (the
+// address and its block, four to a cache line), so that the table is small
+// enough to stay in the caches longer and a probe run rarely crosses a line.
 // Open addressing with linear probing (Fibonacci hashing of the address) at a
 // load of at most 1/4 up to kSparseCapacity slots (short probe runs: whether
 // the next slot is taken is a branch that mispredicts about as often as the
@@ -27,15 +28,26 @@
 
 namespace fragfree {
 
-// A live allocation. The block's size is the rounding of `requested`.
-struct alignas(32) LiveEntry {
+// A live allocation: its address and block, and whether other streams used it
+// (block->uses != nullptr, in the block pointer's low bit: blocks are 64-byte
+// aligned), so that a free decides its path without waiting for the block. The
+// rest (arena, requested size) is read from the block, whose second line a free
+// writes anyway.
+struct alignas(16) LiveEntry {
+  LiveEntry() = default;
+  LiveEntry(uintptr_t address, Block* b)
+      : addr(address), bits(reinterpret_cast<uintptr_t>(b)) {}
+  Block* block() const { return reinterpret_cast<Block*>(bits & ~kHasUses); }
+  bool has_uses() const { return (bits & kHasUses) != 0; }
+  void set_has_uses() { bits |= kHasUses; }
+
+  static constexpr uintptr_t kHasUses = 1;
   uintptr_t addr = 0;  // 0: an empty slot
-  Block* block = nullptr;
-  Arena* arena = nullptr;
-  uint64_t requested : 63 = 0;
-  uint64_t has_uses : 1 = 0;  // block->uses != nullptr (record_stream)
+  uintptr_t bits = 0;  // the block, | kHasUses
 };
-static_assert(sizeof(LiveEntry) == 32, "two entries per cache line");
+static_assert(alignof(Block) > LiveEntry::kHasUses,
+              "the flag lives in bits a Block pointer never sets");
+static_assert(sizeof(LiveEntry) == 16, "four entries per cache line");
 
 class LiveTable {
  public:
@@ -110,7 +122,7 @@ class LiveTable {
 
  private:
   static constexpr size_t kMinCapacity = 256;
-  static constexpr size_t kSparseCapacity = 4096;  // 128 KiB of entries
+  static constexpr size_t kSparseCapacity = 4096;  // 64 KiB of entries
   size_t capacity() const { return mask_ + 1; }
   static size_t HomeAt(uintptr_t addr, int shift) {
     return size_t(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> shift);

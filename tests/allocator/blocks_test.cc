@@ -98,7 +98,12 @@ TEST(FreeIndex, PrefersLowerAddressAmongEqualSizes) {
 
 TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   LiveTable table;
-  std::map<uintptr_t, uint64_t> model;
+  // Address -> (block, has_uses).
+  std::map<uintptr_t, std::pair<Block*, bool>> model;
+  // The entries' blocks are only compared, never read: distinct tokens.
+  auto token = [](int step) {
+    return reinterpret_cast<Block*>(uintptr_t(step + 1) * sizeof(Block));
+  };
   std::mt19937_64 rng(7);
   // Addresses from a few clustered ranges, so probe runs are long and erasing
   // inside them (backward shift) is exercised.
@@ -111,13 +116,13 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
     auto it = model.find(addr);
     ASSERT_EQ(e != nullptr, it != model.end()) << step;
     if (e == nullptr) {
-      LiveEntry entry;
-      entry.addr = addr;
-      entry.requested = uint64_t(step);
+      LiveEntry entry(addr, token(step));
+      if (step % 3 == 0) entry.set_has_uses();
       table.Insert(entry);
-      model[addr] = uint64_t(step);
+      model[addr] = {token(step), step % 3 == 0};
     } else {
-      ASSERT_EQ(e->requested, it->second);
+      ASSERT_EQ(e->block(), it->second.first);
+      ASSERT_EQ(e->has_uses(), it->second.second);
       table.Erase(e);
       model.erase(it);
     }
@@ -126,10 +131,10 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   size_t seen = 0;
   table.ForEach([&](LiveEntry& e) {
     ++seen;
-    ASSERT_EQ(model.at(e.addr), e.requested);
+    ASSERT_EQ(model.at(e.addr), std::make_pair(e.block(), e.has_uses()));
   });
   EXPECT_EQ(seen, model.size());
-  for (const auto& [addr, requested] : model) {
+  for (const auto& [addr, block] : model) {
     ASSERT_NE(table.Find(addr), nullptr);
   }
   table.Clear();
