@@ -22,6 +22,11 @@ Reading ReadBoth() {
   const uint64_t after = CallTicks();
   return {before + (after - before) / 2, ns};
 }
+// The first reading, taken when the library is loaded (kBaseTaken below).
+const Reading& Base() {
+  static const Reading base = ReadBoth();
+  return base;
+}
 }  // namespace
 
 int64_t CallTicksToNs(uint64_t ticks) {
@@ -29,20 +34,22 @@ int64_t CallTicksToNs(uint64_t ticks) {
   return int64_t(ticks);  // the ticks are nanoseconds
 #else
   // The rate is measured over everything since the library was loaded (the
-  // base reading below is taken then), so it gets more exact the longer the
-  // process runs; within the first 1 ms it assumes 1 GHz.
-  static const Reading base = ReadBoth();
-  const Reading now = ReadBoth();
+  // base reading is taken then), so it gets more exact the longer the
+  // process runs. A conversion within the first 1 ms waits until 1 ms has
+  // passed: a guessed rate replaced later would make cumulative counters
+  // (alloc_cpu_ns, map_ns, ...) read lower than they did before.
+  const Reading& base = Base();
+  Reading now = ReadBoth();
+  while (now.ns - base.ns < 1000000) now = ReadBoth();
   const uint64_t dt = now.ticks - base.ticks;
-  const uint64_t dns = now.ns - base.ns;
-  if (dns < 1000000 || dt == 0) return int64_t(ticks);
-  return int64_t(double(ticks) * double(dns) / double(dt));
+  if (dt == 0) return int64_t(ticks);
+  return int64_t(double(ticks) * double(now.ns - base.ns) / double(dt));
 #endif
 }
 
 namespace {
 // Takes the base reading at load time.
-[[maybe_unused]] const int64_t kBaseTaken = CallTicksToNs(0);
+[[maybe_unused]] const uint64_t kBaseTaken = Base().ticks;
 }  // namespace
 
 }  // namespace fragfree

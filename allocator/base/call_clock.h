@@ -2,12 +2,13 @@
 // inside Malloc and Free, backend calls, fence waits; docs/stats.md, "Where
 // the time goes"). Reading it is one TSC read on x86-64 (the virtual counter
 // on AArch64, CLOCK_MONOTONIC elsewhere); sums of ticks become nanoseconds
-// only when stats are read, at the rate measured between the clock's first
-// use and that read. A TSC read costs 10-20 ns on virtualised x86-64 hosts,
-// so the engine times every Malloc and Free only with Options::time_calls.
-// Thread-safety: CallTicks is a pure read; CallTicksToNs is safe from any
-// thread (its base reading is taken once, under a function-local static's
-// guard).
+// only when stats are read, at the rate measured between the library's load
+// and that read (a read within 1 ms of the load waits for that 1 ms, so that a
+// sum never converts lower later than it did before). A TSC read costs 10-20 ns
+// on virtualised x86-64 hosts, so the engine times every Malloc and Free only
+// with Options::time_calls. Thread-safety: CallTicks is a pure read;
+// CallTicksToNs is safe from any thread (its base reading is taken once, under
+// a function-local static's guard).
 #ifndef FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 #define FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 

@@ -1,9 +1,11 @@
-// Unit tests of allocator/base's pure helpers: byte units and power-of-two
-// arithmetic (units.h), the configuration tokenizer (config_tokens.h) and HTML
-// escaping (html.h).
+// Unit tests of allocator/base's pure helpers: the call clock's conversion to
+// nanoseconds (call_clock.h), byte units and power-of-two arithmetic
+// (units.h), the configuration tokenizer (config_tokens.h) and HTML escaping
+// (html.h).
 #include <string>
 #include <vector>
 
+#include "allocator/base/call_clock.h"
 #include "allocator/base/config_tokens.h"
 #include "allocator/base/html.h"
 #include "allocator/base/units.h"
@@ -11,6 +13,22 @@
 
 namespace fragfree {
 namespace {
+
+// A sum of ticks converts to the same nanoseconds now as later, and a larger
+// sum never to fewer: counters read at a process's start and again later move
+// only forward. First in the file, so that it runs as soon after the load as
+// the test binary allows (where a guessed rate once made sums shrink).
+TEST(CallClock, ASumNeverConvertsLowerLater) {
+  const uint64_t sum = 1000000;
+  const int64_t first = CallTicksToNs(sum);
+  const uint64_t start = CallTicksSlow();
+  while (CallTicksSlow() - start < 5000000) {
+  }
+  const int64_t later = CallTicksToNs(sum);
+  EXPECT_GT(first, 0);
+  EXPECT_NEAR(double(later), double(first), 0.02 * double(first));
+  EXPECT_GE(CallTicksToNs(sum + sum / 10), later);
+}
 
 TEST(Units, AlignmentAndPowersOfTwo) {
   EXPECT_EQ(AlignUp(1, 512), 512u);
