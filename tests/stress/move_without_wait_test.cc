@@ -47,6 +47,27 @@ char* FreshHole(Rig& r, StreamHandle stream) {
   return static_cast<char*>(hole);
 }
 
+// The two pages of `hole` (detached) map two of the three pages of `block`:
+// writes each of the block's pages with its own byte and finds two of them at
+// the old address.
+void ExpectHoleMapsBlocksPages(const char* hole, char* block) {
+  for (size_t k = 0; k < 3; ++k) memset(block + k * kPage, int(k + 1), kPage);
+  const char first = hole[0], second = hole[kPage];
+  EXPECT_TRUE(first >= 1 && first <= 3 && second >= 1 && second <= 3 &&
+              first != second)
+      << int(first) << " " << int(second);
+}
+
+// A two-page block on kS1 lands at `hole` without a wait, and is writable.
+void ExpectTwoPagesAtHoleWithoutWait(Rig& r, char* hole) {
+  const int64_t waits = Waits(r);
+  absl::StatusOr<void*> c = r.a->Malloc(2 * kPage, kS1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, hole);
+  EXPECT_EQ(Waits(r), waits);
+  memset(*c, 0x44, 2 * kPage);
+}
+
 TEST(MoveWithoutWait, SameStreamTakesTheHolesPagesWithoutWaiting) {
   Rig r = ReclaimingRig();
   char* hole = FreshHole(r, kS1);
@@ -58,15 +79,10 @@ TEST(MoveWithoutWait, SameStreamTakesTheHolesPagesWithoutWaiting) {
   EXPECT_EQ(Waits(r), waits) << "the CPU waited for the GPU";
   EXPECT_EQ(r.a->GetStats().pages_remapped, 2);
   EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
-  // Until the fence passes, the hole's old address maps the same memory as
-  // the block's new one: write each new page with its own byte, and find two
-  // of them at the old address.
+  // Until a block needs it, the hole's old address maps the same memory as
+  // the block's new one.
   char* block = static_cast<char*>(*b);
-  for (size_t k = 0; k < 3; ++k) memset(block + k * kPage, int(k + 1), kPage);
-  const char first = hole[0], second = hole[kPage];
-  EXPECT_TRUE(first >= 1 && first <= 3 && second >= 1 && second <= 3 &&
-              first != second)
-      << int(first) << " " << int(second);
+  ExpectHoleMapsBlocksPages(hole, block);
   // empty_cache waits for the GPU and unmaps the old addresses; teardown
   // (~Arena checks) finds nothing left mapped.
   ASSERT_TRUE(r.a->Free(block).ok());
@@ -117,19 +133,10 @@ TEST(MoveWithoutWait, AnOldAddressStaysMappedUntilABlockNeedsIt) {
   r.events->CompleteAll();
   ASSERT_TRUE(r.a->Malloc(kPage, kS2).ok());  // maps a new page elsewhere
   char* block = static_cast<char*>(*b);
-  for (size_t k = 0; k < 3; ++k) memset(block + k * kPage, int(k + 1), kPage);
-  const char first = hole[0], second = hole[kPage];
-  EXPECT_TRUE(first >= 1 && first <= 3 && second >= 1 && second <= 3 &&
-              first != second)
-      << int(first) << " " << int(second);
+  ExpectHoleMapsBlocksPages(hole, block);
   EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
-  const int64_t waits = Waits(r);
-  absl::StatusOr<void*> c = r.a->Malloc(2 * kPage, kS1);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(*c, hole);
-  EXPECT_EQ(Waits(r), waits);
-  memset(*c, 0x55,
-         2 * kPage);  // its own pages now: the block's stay as written
+  ExpectTwoPagesAtHoleWithoutWait(r, hole);
+  // The new block has its own pages: the old block's stay as written.
   for (size_t k = 0; k < 3; ++k) EXPECT_EQ(block[k * kPage], char(k + 1));
   EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
 }
@@ -151,12 +158,7 @@ TEST(MoveWithoutWait, AFailedRequestAttachesThePagesAgain) {
   EXPECT_TRUE(r.a->CheckInvariants().ok()) << r.a->CheckInvariants();
   // The hole holds its pages again, mapped and accessible: a block there
   // needs no map and no wait.
-  const int64_t waits = Waits(r);
-  absl::StatusOr<void*> c = r.a->Malloc(2 * kPage, kS1);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(*c, hole);
-  EXPECT_EQ(Waits(r), waits);
-  memset(*c, 0x44, 2 * kPage);
+  ExpectTwoPagesAtHoleWithoutWait(r, hole);
 }
 
 }  // namespace
