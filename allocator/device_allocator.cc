@@ -76,7 +76,7 @@ DeviceAllocator::~DeviceAllocator() {
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   order_.fences().WaitAll().IgnoreError();
-  source_.UnmapDetached(/*wait=*/true).IgnoreError();
+  source_.UnmapDetached().IgnoreError();
   DrainQuickCaches();
   order_.pending().Clear(/*wait=*/true);
   live_.Clear();
@@ -420,7 +420,7 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = order_.fences().WaitAll(); !s.ok()) return s;
-  if (absl::Status s = source_.UnmapDetached(/*wait=*/true); !s.ok()) return s;
+  if (absl::Status s = source_.UnmapDetached(); !s.ok()) return s;
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
   PageList pages;
   auto may_move = [&](const Arena* a) { return MayMove(a); };

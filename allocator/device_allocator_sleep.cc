@@ -395,7 +395,7 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
   times = PauseTimes();
   PhaseClock clock(&times.total_s);
   // Paused pages are released: none may stay mapped at an old address.
-  absl::Status status = source_.UnmapDetached(/*wait=*/true);
+  absl::Status status = source_.UnmapDetached();
   for (RegionTag tag : tags) {
     if (!status.ok()) break;
     if (tag == kNoRegionTag) {

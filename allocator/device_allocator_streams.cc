@@ -133,7 +133,7 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
 
 absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
   FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
-  absl::Status status = source_.UnmapDetached(arena, /*wait=*/true);
+  absl::Status status = source_.UnmapDetached(arena);
   if (status.ok()) {
     status = source_.UnmapFree(arena, arena->first_block(), SIZE_MAX);
   }

@@ -202,24 +202,22 @@ void PageSource::GiveBack(const PageList& pages) {
   moved_pages_.clear();
 }
 
-absl::StatusOr<bool> PageSource::FencePassed(uint32_t slot, uint64_t epoch,
-                                             bool wait) {
+absl::StatusOr<bool> PageSource::FencePassed(uint32_t slot, uint64_t epoch) {
   if (p_.fences->IsComplete(slot, epoch)) return true;
-  if (!wait) return false;
   if (absl::Status s = p_.fences->WaitFor(slot, epoch); !s.ok()) return s;
   return true;
 }
 
-absl::Status PageSource::UnmapDetached(Arena* arena, bool wait) {
+absl::Status PageSource::UnmapDetached(Arena* arena) {
   if (arena->detached_pages() == 0) return absl::OkStatus();
   const uint32_t slot = arena->stream_slot();
   return arena->UnmapAllDetached(
-      [&](uint64_t epoch) { return FencePassed(slot, epoch, wait); });
+      [&](uint64_t epoch) { return FencePassed(slot, epoch); });
 }
 
-absl::Status PageSource::UnmapDetached(bool wait) {
+absl::Status PageSource::UnmapDetached() {
   for (const auto& arena : *p_.arenas) {
-    if (absl::Status s = UnmapDetached(arena.get(), wait); !s.ok()) return s;
+    if (absl::Status s = UnmapDetached(arena.get()); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -236,7 +234,7 @@ absl::Status PageSource::SettleDetached(const Block* block,
   }
   const uint32_t slot = arena->stream_slot();
   return arena->UnmapDetached(block->addr, block->size, [&](uint64_t epoch) {
-    return FencePassed(slot, epoch, /*wait=*/true);
+    return FencePassed(slot, epoch);
   });
 }
 

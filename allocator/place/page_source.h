@@ -102,11 +102,11 @@ class PageSource {
   // Unmaps the whole free pages of `block` in `arena` (at most `max_pages`)
   // back to the pool as idle, tracing the runs unmapped.
   absl::Status UnmapFree(Arena* arena, const Block* block, size_t max_pages);
-  // Unmaps the old addresses of detached pages (Arena::DetachFreePages) whose
-  // fences have completed, in every arena or in `arena` alone; with `wait`,
-  // waits for the others' fences too, so that none is left.
-  absl::Status UnmapDetached(bool wait);
-  absl::Status UnmapDetached(Arena* arena, bool wait);
+  // Unmaps the old addresses of every detached page (Arena::DetachFreePages),
+  // in every arena or in `arena` alone, waiting for the fences that have not
+  // passed, so that none is left.
+  absl::Status UnmapDetached();
+  absl::Status UnmapDetached(Arena* arena);
 
  private:
   // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
@@ -117,9 +117,9 @@ class PageSource {
   // pages under it are unmapped, once their fences have passed (waiting for
   // them where they have not). Detached addresses elsewhere stay mapped.
   absl::Status SettleDetached(const Block* block, const Scope& scope);
-  // Whether the GPU has passed `epoch` on stream `slot`; with `wait`, waits
-  // for it (true unless the wait fails).
-  absl::StatusOr<bool> FencePassed(uint32_t slot, uint64_t epoch, bool wait);
+  // Waits until the GPU has passed `epoch` on stream `slot` (at once when it
+  // has); true unless the wait fails.
+  absl::StatusOr<bool> FencePassed(uint32_t slot, uint64_t epoch);
   void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
 
   const Parts p_;

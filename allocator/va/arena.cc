@@ -3,7 +3,6 @@
 #include "allocator/va/arena.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
@@ -365,15 +364,6 @@ size_t Arena::ReclaimablePages(const Block* block) const {
   return MappedIn(first, end);
 }
 
-absl::Status Arena::UnmapPage(size_t index, PageList* out) {
-  if (absl::Status s = backend_->Unmap(base_ + index * page_size_, page_size_);
-      !s.ok()) {
-    return s;
-  }
-  ForgetMapping(index, out);
-  return absl::OkStatus();
-}
-
 void Arena::ForgetMapping(size_t index, PageList* out) {
   out->push_back(page_of_[index]);
   page_of_[index] = kNoPage;
@@ -424,30 +414,44 @@ absl::Status Arena::TakeFreePages(const Block* block, size_t max_pages,
       ++p;
       continue;
     }
-    // A run of adjacent mapped pages, no more than are wanted: one Unmap.
+    // A run of adjacent mapped pages, no more than are wanted.
     size_t q = p + 1;
     while (q < end && q - p < max_pages - done && page_of_[q] != kNoPage) ++q;
-    if (UnmapRun(p, q)) {
-      for (; p < q; ++p) {
-        ForgetMapping(p, out);
-        took(p);
-      }
-      continue;
+    if (absl::Status s = UnmapPages(p, q,
+                                    [&](size_t i) {
+                                      ForgetMapping(i, out);
+                                      took(i);
+                                    });
+        !s.ok()) {
+      return s;
     }
-    for (; p < q; ++p) {
-      if (absl::Status s = UnmapPage(p, out); !s.ok()) return s;
-      took(p);
-    }
+    p = q;
   }
   if (!AnyMapped(p, end)) Dequeue(const_cast<Block*>(block));  // none left
   while (mapped_end_ > 0 && page_of_[mapped_end_ - 1] == kNoPage) --mapped_end_;
   return absl::OkStatus();
 }
 
-bool Arena::UnmapRun(size_t first, size_t end) {
-  return end - first > 1 &&
-         backend_->Unmap(base_ + first * page_size_, (end - first) * page_size_)
-             .ok();
+absl::Status Arena::UnmapPages(size_t first, size_t end,
+                               absl::FunctionRef<void(size_t)> gone,
+                               size_t* calls) {
+  if (end - first > 1) {
+    if (calls != nullptr) ++*calls;
+    if (backend_->Unmap(base_ + first * page_size_, (end - first) * page_size_)
+            .ok()) {
+      for (size_t p = first; p < end; ++p) gone(p);
+      return absl::OkStatus();
+    }
+  }
+  for (size_t p = first; p < end; ++p) {
+    if (calls != nullptr) ++*calls;
+    if (absl::Status s = backend_->Unmap(base_ + p * page_size_, page_size_);
+        !s.ok()) {
+      return s;
+    }
+    gone(p);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Arena::UnmapDetached(uintptr_t addr, size_t size,
@@ -477,17 +481,10 @@ absl::Status Arena::UnmapDetached(uintptr_t addr, size_t size,
       }
       ++count;
     }
-    if (UnmapRun(first, first + count)) {
-      detached_.erase(it, std::next(it, ptrdiff_t(count)));
-    } else {
-      for (size_t p = first; p < first + count; ++p) {
-        if (absl::Status s =
-                backend_->Unmap(base_ + p * page_size_, page_size_);
-            !s.ok()) {
-          return s;
-        }
-        detached_.erase(p);
-      }
+    if (absl::Status s = UnmapPages(first, first + count,
+                                    [&](size_t p) { detached_.erase(p); });
+        !s.ok()) {
+      return s;
     }
     if (!status.ok()) return status;
     from = first + count + (waiting ? 1 : 0);
@@ -573,22 +570,14 @@ absl::Status Arena::UnmapPagesIn(uintptr_t addr, size_t size, PageList* out,
     }
     size_t q = p + 1;
     while (q < end && page_of_[q] != kNoPage) ++q;
-    // A run of adjacent mapped pages: one Unmap over all of them (each page
-    // is its own mapping; the backend contract allows a range covering whole
-    // mappings). A backend that refuses the run gets one call per page.
-    size_t made = q - p > 1 ? 1 : 0;  // backend calls
-    if (UnmapRun(p, q)) {
-      for (size_t i = p; i < q; ++i) ForgetMapping(i, out);
-      AddToRuns(runs, base_ + p * page_size_, (q - p) * page_size_);
-      p = q;
-    }
-    for (; p < q; ++p) {
-      ++made;
-      status = UnmapPage(p, out);
-      if (!status.ok()) break;
-      AddToRuns(runs, base_ + p * page_size_, page_size_);
-    }
-    if (calls != nullptr) *calls += made;
+    status = UnmapPages(
+        p, q,
+        [&](size_t i) {
+          ForgetMapping(i, out);
+          AddToRuns(runs, base_ + i * page_size_, page_size_);
+        },
+        calls);
+    p = q;
   }
   // Free blocks over the range may have lost their last whole mapped page.
   for (Block* b = first_; b != nullptr && b->addr < addr + size; b = b->next) {

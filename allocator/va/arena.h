@@ -94,10 +94,10 @@ class Arena : public MetadataObject {
   // Whole mapped pages lying inside free block `block`.
   size_t ReclaimablePages(const Block* block) const;
   // Unmaps up to `max_pages` whole pages inside free block `block`, a run of
-  // adjacent ones by one backend call (UnmapRun), appending their ids to `out`
-  // (they are then the caller's, normally back to the pool).
-  // When `runs` is given, the VA ranges unmapped are appended to it; when
-  // `indices` is, the page indices unmapped (in the order of `out`).
+  // adjacent ones by one backend call (UnmapPages), appending their ids to
+  // `out` (they are then the caller's, normally back to the pool). When `runs`
+  // is given, the VA ranges unmapped are appended to it; when `indices` is, the
+  // page indices unmapped (in the order of `out`).
   absl::Status UnmapFreePages(const Block* block, size_t max_pages,
                               PageList* out, VaRuns* runs = nullptr,
                               MetadataVector<size_t>* indices = nullptr);
@@ -261,13 +261,15 @@ class Arena : public MetadataObject {
       mapped_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
     }
   }
-  absl::Status UnmapPage(size_t index, PageList* out);
-  // Unmaps pages [first, end), each its own mapping, by one backend call when
-  // there are two or more and the backend takes the range; false (nothing
-  // unmapped) otherwise, and the caller goes page by page. One call over a run
-  // costs the driver less per page than one call a page (docs/design.md,
-  // Note [Page size and handle size]).
-  bool UnmapRun(size_t first, size_t end);
+  // Unmaps pages [first, end), each its own mapping, by one backend call over
+  // the run (the backend contract allows a range covering whole mappings; one
+  // call costs the driver less per page than one call a page: docs/design.md,
+  // Note [Page size and handle size]), or page by page where the backend
+  // refuses the range, stopping at the first error. `gone(p)` runs for each
+  // page unmapped; `calls` (optional) counts the backend calls.
+  absl::Status UnmapPages(size_t first, size_t end,
+                          absl::FunctionRef<void(size_t)> gone,
+                          size_t* calls = nullptr);
   // UnmapFreePages and DetachFreePages: detach (at `*epoch`) rather than
   // unmap when `epoch` is given.
   absl::Status TakeFreePages(const Block* block, size_t max_pages,
