@@ -191,7 +191,8 @@ def profile_steps(wl, n):
     events = p.key_averages()
     gpu_us = sum(e.self_device_time_total for e in events)
     print(f"PROFILE gpu busy {gpu_us / 1e3:.1f} ms of a {wall * 1e3:.1f} ms step (profiled)\n"
-          + events.table(sort_by="self_cpu_time_total", row_limit=25), flush=True)
+          + events.table(sort_by="self_cpu_time_total", row_limit=25) + "\n"
+          + events.table(sort_by="self_device_time_total", row_limit=20), flush=True)
 
 
 def base_mode(mode):
