@@ -89,13 +89,17 @@ class Driver:
             getattr(self.cu, name).argtypes = None
         self.cu.cuMemRelease.argtypes = [ctypes.c_ulonglong]
 
+    def buffer(self, size):
+        """The address of `size` bytes of ordinary device memory (cuMemAlloc),
+        kept for the process's life: what memsets write to."""
+        buf = ctypes.c_ulonglong()
+        self.check(self.cu.cuMemAlloc_v2(ctypes.byref(buf), ctypes.c_size_t(size)), "cuMemAlloc")
+        return buf.value
+
     def keep_busy(self, launches=300):
         """Queues ~100 ms of memsets (1 GiB each) on the default stream."""
         if not hasattr(self, "busy_buf"):
-            buf = ctypes.c_ulonglong()
-            self.check(self.cu.cuMemAlloc_v2(ctypes.byref(buf), ctypes.c_size_t(1 << 30)),
-                       "cuMemAlloc")
-            self.busy_buf = buf.value
+            self.busy_buf = self.buffer(1 << 30)
         for _ in range(launches):
             self.check(self.cu.cuMemsetD8Async(ctypes.c_ulonglong(self.busy_buf), ctypes.c_ubyte(0),
                                                ctypes.c_size_t(1 << 30), ctypes.c_void_p(0)),

@@ -118,9 +118,7 @@ def main():
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args()
     drv = Driver(args.device)
-    buf = ctypes.c_ulonglong()
-    drv.check(drv.cu.cuMemAlloc_v2(ctypes.byref(buf), ctypes.c_size_t(1 << 30)), "cuMemAlloc")
-    buf = buf.value
+    buf = drv.buffer(1 << 30)
     mover = Mover(drv)
     gpu = {False: [], True: []}
     launch = {False: [], True: []}
