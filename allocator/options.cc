@@ -375,8 +375,12 @@ constexpr KeyRow kKeys[] = {
       "most memory ever in use at once (see `grow_for_pending_frees`); `True` "
       "always does; `False` creates pages "
       "until the cap and moves pages only under pressure (fewest remaps, "
-      "reserved memory like expandable segments). See docs/design.md, Note "
-      "[Where pages come from], for the measured trade-off"},
+      "reserved memory like expandable segments; where a step is the CPU's "
+      "and moves pages every step, e.g. checkpointing with a new shape each "
+      "step, this saves the moves' driver time: 15-21 ms of a ~100 ms step "
+      "on the H200). See "
+      "docs/design.md, Note [Where pages come from], for the measured "
+      "trade-off"},
      Word<SetReclaim>},
     {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
      Word<SetGrowSlack>},
