@@ -49,6 +49,13 @@ beside its wall time. --profile-steps N runs N more steps after the timed ones
 under cProfile, and one under torch.profiler (the GPU's busy time against the
 step's), into the run's log: where a CPU-bound step's time goes.
 
+--probe N times N launches of a 1-element add_ before every timed step (outside
+its timing; µs a launch in the record's probe_us): the process's CPU speed at
+that moment. On a machine whose CPU speed moves from process to process
+(bench/results/2026-12-02-h200-session11.md: launches at 6.3-10.6 µs), a
+second table then gives each mode's step time per probe microsecond against
+torch's (the ratio with that speed divided out), beside the plain ratio.
+
 --pin-cpus LIST (e.g. 2-5 or 2,3,4,5) runs every child on those CPUs alone
 (sched_setaffinity), so that runs do not differ by where the scheduler put
 them. Each run's record also holds the GPU's SM clock (MHz), temperature (C) and
@@ -122,8 +129,17 @@ def child(args):
     # The process's CPU time per timed step (every thread): with wall time,
     # whether a step waits for the GPU or the GPU waits for the CPU.
     cpu_ms = []
+    probe_us = []
+    probe_x = torch.zeros(1, device=dev) if args.probe and not cpu else None
     last = before
     for _ in range(args.steps):
+        if probe_x is not None:
+            torch.cuda.synchronize()
+            p0 = time.perf_counter()
+            for _ in range(args.probe):
+                probe_x.add_(1)
+            torch.cuda.synchronize()
+            probe_us.append(round((time.perf_counter() - p0) / args.probe * 1e6, 3))
         if not cpu:
             torch.cuda.synchronize()
         c0, t0 = time.process_time(), time.perf_counter()
@@ -149,6 +165,8 @@ def child(args):
                step_ms_median=round(1000 * statistics.median(times), 3),
                setup_s=round(time.perf_counter() - t_setup, 2),
                losses=[round(v, 4) for v in losses[-3:]], reserved_series=reserved)
+    if probe_us:
+        res["probe_us"] = probe_us
     if ff is not None and after is not None:
         per_step = {k: (after.get(k, 0) - before.get(k, 0)) / max(1, len(times))
                     for k in FF_COUNTERS}
@@ -293,8 +311,25 @@ def summarise(results, workloads, modes):
                     row["ff_per_step"] = {k: round(median([f[k] for f in ff]), 2)
                                           for k in FF_COUNTERS}
                 row.update(growth_split(ok))
+                row.update(probe_ratio(ok, results, wl))
             rows.append(row)
     return rows
+
+
+def probe_ratio(ok, results, wl):
+    """With --probe: each run's median step per median probe microsecond, as
+    a ratio to torch's in the same round (median and min-max over rounds)."""
+    def per_probe(r):
+        return r["step_ms_median"] / statistics.median(r["probe_us"])
+    base = {r["round"]: per_probe(r) for r in results
+            if r["workload"] == wl and r["mode"] == "torch" and r.get("probe_us")}
+    mine = [r for r in ok if r.get("probe_us")]
+    ratios = [per_probe(r) / base[r["round"]] for r in mine if r["round"] in base]
+    if not ratios:
+        return {}
+    return dict(probe_us=round(median([median(r["probe_us"]) for r in mine]), 3),
+                ratio_probe=round(median(ratios), 4),
+                ratio_probe_range=[round(min(ratios), 4), round(max(ratios), 4)])
 
 
 def table(rows, rounds):
@@ -339,6 +374,17 @@ def table(rows, rounds):
         if r["failed"]:
             cells[2] += f" ({r['failed']} failed)"
         out.append("| " + " | ".join(cells) + " |")
+    probed = [r for r in rows if "ratio_probe" in r]
+    if probed:
+        out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",
+                "| workload | mode | probe µs a launch (median) | ÷ torch [per-round min–max] "
+                "| ÷ torch per probe µs [per-round min–max] |", "|---|---|---|---|---|"]
+        for r in probed:
+            plain = (f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]"
+                     if "ratio" in r else "")
+            lo, hi = r["ratio_probe_range"]
+            out.append(f"| {r['workload']} | {r['mode']} | {r['probe_us']:.2f} | {plain} "
+                       f"| {r['ratio_probe']:.3f} [{lo:.3f}–{hi:.3f}] |")
     return "\n".join(out)
 
 
@@ -370,6 +416,8 @@ def main():
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--pin-cpus", default="", help="run each child on these CPUs, e.g. 2-5")
+    p.add_argument("--probe", type=int, default=0,
+                   help="launches timed before each timed step (the CPU's speed)")
     p.add_argument("--profile-steps", type=int, default=0,
                    help="after the timed steps, run this many more under cProfile (log)")
     p.add_argument("--child-workload", default="")
@@ -413,7 +461,7 @@ def main():
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
                        "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
                        str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed),
-                       "--profile-steps", str(args.profile_steps)]
+                       "--profile-steps", str(args.profile_steps), "--probe", str(args.probe)]
                 before = gpu_state(args.device)
                 t0 = time.time()
                 try:
