@@ -290,8 +290,9 @@ def stats_nested(device: Any = None) -> dict[str, Any]:
 
 def memory_summary(device: Any = None) -> str:
     """A short report: allocated / reserved, U_alloc, U_active, waste, external
-    fragmentation, whether the allocated-vs-reserved gap is severe, and the
-    bucket advisor's round_buckets line once requests were sampled."""
+    fragmentation, whether the allocated-vs-reserved gap is severe, what
+    moving pages cost once any moved, and the bucket advisor's round_buckets
+    line once requests were sampled."""
     lib = library()
     idx = _index(device)
     text = _stats.summary_text(lib.stats(idx), idx, header=f"libfragfree {lib.version()}")

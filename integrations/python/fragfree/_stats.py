@@ -114,6 +114,24 @@ def format_size(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"  # pragma: no cover
 
 
+def page_moves_lines(stats: dict[str, Any]) -> list[str]:
+    """What moving pages has cost the allocating thread, and the key that
+    trades memory for it, once any page has moved: each moved page is a
+    cuMemMap + cuMemSetAccess at its new address and a cuMemUnmap of its old
+    one, ~60-85 us of driver time on an H200, paid by whichever step is the
+    CPU's (docs/design.md, Note [Where pages come from])."""
+    moved = stats.get("pages_remapped", 0)
+    if not moved:
+        return []
+    ms = {k: stats.get(f"{k}_ns", 0) / 1e6 for k in ("map", "set_access", "unmap")}
+    return [
+        f"  page moves {moved}   driver ms: map {ms['map']:.1f} / set access "
+        f"{ms['set_access']:.1f} / unmap {ms['unmap']:.1f} (moved and new pages)",
+        "    a step that waits on the CPU pays for each move; "
+        "reclaim_before_grow:False moves none (keeps more memory)",
+    ]
+
+
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:
     """fragfree.memory_summary(): allocated/reserved, U_alloc, U_active, waste,
     external fragmentation and libfragfree's verdict on the gap between
@@ -161,6 +179,7 @@ def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str
         f"  OOMs {g('num_ooms')}   alloc retries {g('num_alloc_retries')}   pages mapped "
         f"{g('pages_mapped')} / unmapped {g('pages_unmapped')} / remapped {g('pages_remapped')}",
     ]
+    lines += page_moves_lines(stats)
     limit = g("memory_limit_bytes")
     total = g("device_total_bytes")
     if total or limit:

@@ -5,11 +5,13 @@ flattening behave as torch.cuda.memory does (fragfree/_stats.py)."""
 from __future__ import annotations
 
 import collections
+import json
 import re
 
 import pytest
 
 import fragfree
+from conftest import run_python
 from fragfree import _stats
 
 STAT_ARRAYS = ["allocation", "segment", "active", "inactive_split", "allocated_bytes",
@@ -200,3 +202,37 @@ def test_format_size_matches_torch_oom_units():
     assert _stats.format_size(1536) == "1.50 KiB"
     assert _stats.format_size(3 << 20) == "3.00 MiB"
     assert _stats.format_size(5 << 30) == "5.00 GiB"
+
+
+# --- what moving pages cost ----------------------------------------------------
+
+
+def test_summary_states_page_moves_and_the_key_that_trades_them():
+    assert "page moves" not in _stats.summary_text({"pages_remapped": 0}, 0)
+    text = _stats.summary_text({"pages_remapped": 200, "map_ns": 1_500_000,
+                                "set_access_ns": 7_700_000, "unmap_ns": 8_400_000}, 0)
+    assert "page moves 200   driver ms: map 1.5 / set access 7.7 / unmap 8.4" in text
+    assert "reclaim_before_grow:False" in text
+
+
+@pytest.mark.parametrize("reclaim, moves", [("True", True), ("False", False)])
+def test_library_summary_shows_moves_only_when_pages_moved(lib_path, reclaim, moves):
+    # A 12 MiB request after an 8 MiB hole: reclaiming first moves the hole's
+    # pages under it; without reclaim it gets new pages.
+    r = run_python(
+        """
+        import json, fragfree
+        lib = fragfree.library()
+        a, b = lib.malloc(8 << 20), lib.malloc(8 << 20)
+        lib.free(a)
+        c = lib.malloc(12 << 20)
+        print(json.dumps([lib.stats(0)["pages_remapped"], fragfree.memory_summary(0)]))
+        lib.free(b)
+        lib.free(c)
+        """,
+        env={"FRAGFREE_CONF": f"backend:host,host_capacity_mb:64,reclaim_before_grow:{reclaim}",
+             "FRAGFREE_LIBRARY": lib_path})
+    assert r.returncode == 0, r.stdout + r.stderr
+    remapped, summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (remapped > 0) == moves, (remapped, summary)
+    assert ("page moves" in summary) == moves, summary
