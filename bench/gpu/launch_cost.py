@@ -36,15 +36,16 @@ import time
 from vmm_calls import PAGE, Driver
 
 
-def time_launches(fn, launches, repeats):
-    """Median microseconds per call of fn over `repeats` timings."""
+def time_launches(fn, sync, launches, repeats):
+    """Median (and min, max) microseconds per call of fn over `repeats`
+    timings, each ended by sync() (the GPU's wait counted)."""
     per = []
     for _ in range(repeats):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         for _ in range(launches):
             fn()
-        torch.cuda.synchronize()
+        sync()
         per.append((time.perf_counter() - t0) / launches * 1e6)
     return statistics.median(per), min(per), max(per)
 
@@ -71,7 +72,6 @@ def main():
         import fragfree
         fragfree.enable(args.mode[3:])
     import torch
-    globals()["torch"] = torch
 
     torch.cuda.set_device(args.device)
     dev = torch.device("cuda", args.device)
@@ -106,7 +106,8 @@ def main():
         row = {"phase": phase, "pages_mapped": pages, "mappings": len(mapped),
                "handles": len(handles)}
         for name, fn in ops.items():
-            med, lo, hi = time_launches(fn, args.launches, args.repeats)
+            med, lo, hi = time_launches(fn, torch.cuda.synchronize, args.launches,
+                                          args.repeats)
             row[name] = [round(med, 3), round(lo, 3), round(hi, 3)]
         rows.append(row)
         print(f"{phase:34s} {pages:6d} pages {len(mapped):6d} mappings {len(handles):6d} handles  " +

@@ -140,7 +140,7 @@ def child(args):
                 probe_x.add_(1)
             torch.cuda.synchronize()
             probe_us.append(round((time.perf_counter() - p0) / args.probe * 1e6, 3))
-        if not cpu:
+        elif not cpu:  # (the probe ends synchronised)
             torch.cuda.synchronize()
         c0, t0 = time.process_time(), time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
