@@ -30,7 +30,8 @@ std::unique_ptr<PlacementPolicy> MakePlacementPolicy(const Options& options) {
       : options.reclaim_before_grow == Options::Reclaim::kNever ? R::kNever
                                                                 : R::kAuto;
   return std::make_unique<BestFitPolicy>(reclaim, options.grow_slack,
-                                         options.grow_for_pending_frees);
+                                         options.grow_for_pending_frees,
+                                         options.move_time_budget);
 }
 
 }  // namespace

@@ -175,6 +175,17 @@ absl::Status SetGrowSlack(std::string_view key, std::string_view v,
   return absl::OkStatus();
 }
 
+absl::Status SetMoveTimeBudget(std::string_view key, std::string_view v,
+                               Options& o) {
+  double f = 0;
+  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
+      !(f >= 0.0 && f <= 1.0)) {
+    return BadValue(key, v, "a fraction in [0, 1] (0.02 = 2% of the time)");
+  }
+  o.move_time_budget = f;
+  return absl::OkStatus();
+}
+
 // True or False into `kField`.
 template <bool Options::*kField>
 absl::Status SetFlag(std::string_view key, std::string_view v, Options& o) {
@@ -384,6 +395,16 @@ constexpr KeyRow kKeys[] = {
      Word<SetReclaim>},
     {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
      Word<SetGrowSlack>},
+    {{"move_time_budget", "0.02",
+      "in `reclaim_before_grow:auto`, the most of the recent wall-clock time "
+      "(decayed over about a second) that moving pages may take: past it, a "
+      "request creates pages instead of moving cached ones, so a step that "
+      "waits on the CPU and would move pages every step (checkpointing with a "
+      "new shape each step) keeps a little more memory rather than spend "
+      "~60-85 µs a page in the driver on the H200; `1` never grows for it, "
+      "`0` grows once any page has moved recently. Under the cap pages still "
+      "move. See docs/design.md, Note [Move time budget]"},
+     Word<SetMoveTimeBudget>},
     {{"grow_for_pending_frees", "`True`",
       "in `reclaim_before_grow:auto`, blocks freed while another stream may "
       "still use them (`record_stream`) count as in use, and while any are "

@@ -41,6 +41,11 @@ struct Options {
   enum class Reclaim { kNever, kAlways, kAuto };
   Reclaim reclaim_before_grow = Reclaim::kAuto;
   double grow_slack = 0.03;
+  // With reclaim_before_grow auto: past the slack, a request creates pages
+  // rather than moving cached ones while moving pages has taken more than
+  // this fraction of the recent wall-clock time (1: no limit). See Note [Move
+  // time budget] in docs/design.md.
+  double move_time_budget = 0.02;
   // In `auto`, whether blocks the program freed while another stream's
   // recorded use (record_stream) may still be running count as in use: the
   // high-water mark is then of active bytes, and while such blocks are pending

@@ -33,7 +33,12 @@ bool BestFitPolicy::ShouldReclaimFirst(const GrowthFacts& facts) const {
                         facts.allocated_bytes + int64_t(facts.block_bytes)));
   const double mapped_after =
       double(facts.mapped_bytes) + double(facts.bytes_to_map);
-  return mapped_after > (1.0 + grow_slack_) * high_water;
+  if (mapped_after <= (1.0 + grow_slack_) * high_water) return false;
+  // Past the slack, pages move, unless moving them has taken more than its
+  // share of the recent time: then the program's step waits on the driver
+  // (tens of microseconds a page), and growing is what makes the next steps
+  // need fewer moves. Note [Move time budget].
+  return facts.move_time_fraction <= move_time_budget_;
 }
 
 void BestFitPolicy::ForEachReclaimable(

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "allocator/base/call_clock.h"
 #include "allocator/base/units.h"
 
 namespace fragfree {
@@ -64,9 +65,29 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   return status;
 }
 
+void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns,
+                            size_t count) {
+  if (settled_ns == start_ns && moved_pages_.empty()) return;
+  const int64_t now_ns = int64_t(CallTicksSlow());
+  double ns = double(settled_ns - start_ns);
+  if (count > 0) {
+    ns += double(now_ns - settled_ns) * double(moved_pages_.size()) /
+          double(count);
+  }
+  move_meter_.Add(ns, now_ns);
+}
+
 absl::Status PageSource::MapUnder(Block* block, size_t count,
                                   const Scope& scope, Request* request) {
-  if (absl::Status s = SettleDetached(block, scope); !s.ok()) return s;
+  const int64_t start_ns = int64_t(CallTicksSlow());
+  const bool settles = block->arena->AnyDetachedIn(block->addr, block->size);
+  absl::Status settled = SettleDetached(block, scope);
+  const int64_t settled_ns = settles ? int64_t(CallTicksSlow()) : start_ns;
+  if (!settled.ok()) {
+    moved_pages_.clear();
+    MeterMoves(start_ns, settled_ns, count);
+    return settled;
+  }
   PageList& pages = map_pages_;
   pages.clear();
   created_pages_.clear();
@@ -83,7 +104,8 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       .active_bytes = p_.stats->active_bytes.All().current,
       .block_bytes = block->size,
       .mapped_bytes = p_.stats->mapped_bytes.current,
-      .bytes_to_map = count * p_.page_size};
+      .bytes_to_map = count * p_.page_size,
+      .move_time_fraction = move_meter_.Fraction(start_ns)};
   if (pages.size() < count && !scope.capturing &&
       p_.policy->ShouldReclaimFirst(facts)) {
     status = p_.fences->PollAndFence();
@@ -138,6 +160,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     // Pages a failed undo left mapped are the arena's now (still reserved).
     NoteMapped(block->arena, int64_t(offered - pages.size()));
   }
+  MeterMoves(start_ns, settled_ns, count);
   if (!status.ok()) {
     GiveBack(pages);
     return status;

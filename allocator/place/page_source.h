@@ -8,6 +8,8 @@
 // ones mapped back where they were, idle ones made idle again. A page taken
 // from a hole of the request's own stream need not wait for the GPU: its old
 // address is unmapped later (Note [Moving a page without waiting]).
+// The time spent moving pages is metered (MoveMeter) for the growth policy's
+// move time budget (Note [Move time budget]).
 // Counting goes to the StatsBook, events to the trace ring. The scratch lists
 // are kept between calls (no allocation per map once warm), on the metadata
 // arena.
@@ -23,6 +25,7 @@
 #include "allocator/base/metadata_arena.h"
 #include "allocator/obs/stats_book.h"
 #include "allocator/obs/trace.h"
+#include "allocator/place/move_meter.h"
 #include "allocator/place/placement_policy.h"
 #include "allocator/stream/event_source.h"
 #include "allocator/stream/stream_fences.h"
@@ -121,8 +124,13 @@ class PageSource {
   // has); true unless the wait fails.
   absl::StatusOr<bool> FencePassed(uint32_t slot, uint64_t epoch);
   void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
+  // MapUnder's time that went to moving pages, into move_meter_: all of the
+  // time spent unmapping old addresses under the block (`start_ns` to
+  // `settled_ns`), and the moved pages' share of the rest (to now).
+  void MeterMoves(int64_t start_ns, int64_t settled_ns, size_t count);
 
   const Parts p_;
+  MoveMeter move_meter_;
   // MapUnder's scratch: the pages it got, and of them the ones it created and
   // the ones it moved; the VA runs mapped or unmapped (for the trace).
   PageList map_pages_;

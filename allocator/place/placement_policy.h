@@ -36,6 +36,9 @@ struct GrowthFacts {
   size_t block_bytes = 0;    // the request's block
   int64_t mapped_bytes = 0;  // mapped now
   size_t bytes_to_map = 0;   // the pages the request lacks
+  // Of the recent wall-clock time, the fraction spent moving pages
+  // (place/move_meter.h).
+  double move_time_fraction = 0.0;
 };
 
 // A block placed by PlacementPolicy::Find, with what the caller needs next

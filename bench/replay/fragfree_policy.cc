@@ -91,9 +91,13 @@ absl::StatusOr<std::unique_ptr<FragfreePolicy>> FragfreePolicy::Create(
                                                    " is below one page"));
   }
   // Engine settings come from FRAGFREE_CONF, as in a real run; the backend and
-  // its capacity are the replay's.
+  // its capacity are the replay's. The move time budget is off unless
+  // FRAGFREE_CONF sets it: the replay's driver calls cost next to nothing and
+  // its clock runs as fast as the machine replays, so the budget would measure
+  // the replaying machine, not the trace (Note [Move time budget]).
   const char* conf = getenv("FRAGFREE_CONF");
-  absl::StatusOr<Options> parsed = Options::Parse(conf ? conf : "");
+  absl::StatusOr<Options> parsed =
+      Options::Parse(absl::StrCat("move_time_budget:1,", conf ? conf : ""));
   if (!parsed.ok()) return parsed.status();
   Options options = *parsed;
   options.backend = "simulated";

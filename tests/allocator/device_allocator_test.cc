@@ -159,6 +159,45 @@ TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// Past the slack, a request moves cached pages while moving has taken no more
+// than move_time_budget of the recent time: with 0, the first request that
+// needs pages moves them, and the next one, the moves' time now on the meter,
+// creates its pages instead (more memory, no driver time on moves); with 1
+// (no budget) it moves them too. Note [Move time budget] in docs/design.md.
+TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
+  for (const double budget : {0.0, 1.0}) {
+    Options o;
+    o.move_time_budget = budget;
+    Fixture f = Make(64, o);
+    // Two 4-page holes between 1-page blocks: the program's high water is 10
+    // pages, and 2 are in use.
+    void* x = *f.a->Malloc(4 * kPage, kS1);
+    void* y = *f.a->Malloc(kPage, kS1);
+    void* z = *f.a->Malloc(4 * kPage, kS1);
+    void* w = *f.a->Malloc(kPage, kS1);
+    ASSERT_TRUE(f.a->Free(x).ok());
+    ASSERT_TRUE(f.a->Free(z).ok());
+    // 6 pages fit no hole: mapping 6 more would be far past 1.03 x the high
+    // water, and nothing has moved yet, so the holes' pages move.
+    void* p = *f.a->Malloc(6 * kPage, kS1);
+    const DeviceStats first = f.a->GetStats();
+    EXPECT_EQ(first.pages_remapped, 6) << "budget " << budget;
+    // 6 more pages: 2 cached pages are left in the holes.
+    void* q = *f.a->Malloc(6 * kPage, kS1);
+    const DeviceStats second = f.a->GetStats();
+    const int64_t reserved = second.reserved_bytes.pool[kPoolAll].current;
+    if (budget == 0.0) {
+      EXPECT_EQ(second.pages_remapped, 6) << "moved past its budget";
+      EXPECT_EQ(reserved, int64_t(16 * kPage));
+    } else {
+      EXPECT_EQ(second.pages_remapped, 8) << "no budget: the rest moved";
+      EXPECT_EQ(reserved, int64_t(14 * kPage));
+    }
+    for (void* b : {y, w, p, q}) ASSERT_TRUE(f.a->Free(b).ok());
+    ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  }
+}
+
 TEST(DeviceAllocator, CompletedFencesLetPagesMoveWithoutWaiting) {
   Fixture f = Make(2);
   void* p = *f.a->Malloc(2 * kPage, kS1);

@@ -41,9 +41,12 @@ struct FsdpResult {
 
 constexpr int kSteps = 30, kWarmup = 12;
 
-// Runs `steps` steps of the pattern; `lag` in allocator calls.
+// Runs `steps` steps of the pattern; `lag` in allocator calls. The move time
+// budget is off: these tests count placement's moves, which must not depend
+// on how fast the machine runs them (Note [Move time budget]).
 FsdpResult RunFsdp(int steps, uint64_t lag, Options options = Options(),
                    int layers = 24) {
+  options.move_time_budget = 1.0;
   uint64_t clock = 0;
   auto events_owned = std::make_unique<replay::LaggingEventSource>(lag, &clock);
   replay::LaggingEventSource* events = events_owned.get();

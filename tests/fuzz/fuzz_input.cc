@@ -64,6 +64,9 @@ Device DecodeDevice(ByteReader& in) {
   if (!(flags & 64)) {
     absl::StrAppend(&conf,
                     ",reclaim_before_grow:", (flags & 2) ? "True" : "False");
+  } else if (flags & 2) {
+    // auto, growing instead of moving once any page has moved recently.
+    absl::StrAppend(&conf, ",move_time_budget:0");
   }
   if (flags & 32) absl::StrAppend(&conf, ",round_buckets:[1536,8K,96K]");
   if (flags & 128) absl::StrAppend(&conf, ",trace_entries:64");

@@ -134,6 +134,28 @@ TEST(BestFitPolicy, GrowthRuleFollowsTheOption) {
   EXPECT_FALSE(BestFitPolicy(R::kAuto, 0.03, false).ShouldReclaimFirst(facts));
 }
 
+// Past the slack, pages move only while moving them has taken no more than
+// move_time_budget of the recent time; within the slack the request grows
+// anyway, and True reclaims first whatever the time.
+TEST(BestFitPolicy, GrowsPastTheSlackWhenMovesSpentTheirTimeBudget) {
+  GrowthFacts facts = FactsInPages(100, 50, 0, 0, /*mapped=*/100);
+  facts.bytes_to_map = 4 * kPage;  // 104 > 103: past the slack
+  facts.move_time_fraction = 0.02;
+  EXPECT_TRUE(
+      BestFitPolicy(R::kAuto, 0.03, false, 0.02).ShouldReclaimFirst(facts));
+  facts.move_time_fraction = 0.021;
+  EXPECT_FALSE(
+      BestFitPolicy(R::kAuto, 0.03, false, 0.02).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(
+      BestFitPolicy(R::kAuto, 0.03, false, 1.0).ShouldReclaimFirst(facts));
+  EXPECT_TRUE(
+      BestFitPolicy(R::kAlways, 0.03, false, 0.0).ShouldReclaimFirst(facts));
+  facts.bytes_to_map = kPage;  // 101 <= 103: grows, budget or not
+  facts.move_time_fraction = 0.0;
+  EXPECT_FALSE(
+      BestFitPolicy(R::kAuto, 0.03, false, 0.02).ShouldReclaimFirst(facts));
+}
+
 // Once pending blocks have retired, the most bytes ever active (allocated or
 // pending) is the mark with grow_for_pending_frees, the most ever allocated
 // without.

@@ -119,7 +119,8 @@ def page_moves_lines(stats: dict[str, Any]) -> list[str]:
     trades memory for it, once any page has moved: each moved page is a
     cuMemMap + cuMemSetAccess at its new address and a cuMemUnmap of its old
     one, ~60-85 us of driver time on an H200, paid by whichever step is the
-    CPU's (docs/design.md, Note [Where pages come from])."""
+    CPU's (docs/design.md, Notes [Where pages come from], [Move time
+    budget])."""
     moved = stats.get("pages_remapped", 0)
     if not moved:
         return []
@@ -128,7 +129,8 @@ def page_moves_lines(stats: dict[str, Any]) -> list[str]:
         f"  page moves {moved}   driver ms: map {ms['map']:.1f} / set access "
         f"{ms['set_access']:.1f} / unmap {ms['unmap']:.1f} (moved and new pages)",
         "    a step that waits on the CPU pays for each move; "
-        "reclaim_before_grow:False moves none (keeps more memory)",
+        "move_time_budget (default 0.02 of the time) caps their share, "
+        "reclaim_before_grow:False moves none (both keep more memory)",
     ]
 
 

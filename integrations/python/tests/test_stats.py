@@ -213,6 +213,7 @@ def test_summary_states_page_moves_and_the_key_that_trades_them():
                                 "set_access_ns": 7_700_000, "unmap_ns": 8_400_000}, 0)
     assert "page moves 200   driver ms: map 1.5 / set access 7.7 / unmap 8.4" in text
     assert "reclaim_before_grow:False" in text
+    assert "move_time_budget" in text
 
 
 @pytest.mark.parametrize("reclaim, moves", [("True", True), ("False", False)])
