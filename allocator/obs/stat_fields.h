@@ -70,8 +70,10 @@
  * Nanoseconds of CPU time inside the engine's Malloc and Free (and how many
  * such calls), then per kind of backend call (cuMemCreate, cuMemRelease,
  * cuMemMap, cuMemUnmap, cuMemSetAccess on CUDA) the calls and the time in
- * them, then the time spent waiting for fences. Appended last in ff_stats_t
- * (version 4). */
+ * them, then the time spent waiting for fences (version 4); then the time
+ * spent moving pages as the move time budget meters it, and the pages created
+ * instead of moved because that budget was spent (version 5; docs/design.md,
+ * Note [Move time budget]). Appended last in ff_stats_t. */
 #define FF_TIMING_FIELDS(X) \
   X(alloc_cpu_ns)           \
   X(alloc_cpu_calls)        \
@@ -85,7 +87,9 @@
   X(unmap_ns)               \
   X(set_access_calls)       \
   X(set_access_ns)          \
-  X(fence_wait_ns)
+  X(fence_wait_ns)          \
+  X(move_ns)                \
+  X(move_budget_pages)
 
 /* ff_stats_t's layout (fragfree.h), pinned: every field's byte offset and the
  * struct's size for FF_STATS_VERSION. fragfree's build checks the struct
@@ -95,9 +99,9 @@
  * Adding a field: append it to FF_TIMING_FIELDS (the struct's last list), its
  * offset here, grow FF_STATS_SIZE and bump FF_STATS_VERSION. Versions: 1 up to
  * external_fragmentation, 2 the sleep fields, 3 kept_backup_bytes, 4 the
- * timing counters. */
-#define FF_STATS_VERSION 4
-#define FF_STATS_SIZE 1376
+ * timing counters, 5 move_ns and move_budget_pages. */
+#define FF_STATS_VERSION 5
+#define FF_STATS_SIZE 1392
 #define FF_STATS_LAYOUT(X)        \
   X(allocation, 8)                \
   X(segment, 104)                 \
@@ -158,6 +162,8 @@
   X(unmap_ns, 1344)               \
   X(set_access_calls, 1352)       \
   X(set_access_ns, 1360)          \
-  X(fence_wait_ns, 1368)
+  X(fence_wait_ns, 1368)          \
+  X(move_ns, 1376)                \
+  X(move_budget_pages, 1384)
 
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -3,7 +3,8 @@
 // that move its counters as memory changes hands, so that each counter has one
 // writer: allocations and frees (NoteAlloc, NoteFree, NoteReturned), pages
 // mapped and unmapped (NotePages: reserved bytes, segments, page counts),
-// pages moved from one free block to a request (NoteRemapped), and the page
+// pages moved from one free block to a request (NoteRemapped) and the time
+// that took (NoteMoveTime; NoteMoveBudgetPages), and the page
 // handles the device's page pool created and released (NoteHandles: the pool
 // counts them, the book copies its totals). Gauges computed when read are set
 // by the engine's UpdateGaugesLocked, which also folds the "all" entries
@@ -64,6 +65,13 @@ class StatsBook : public DeviceStats {
   }
   // `pages` unmapped from free blocks now lie under a request's block.
   void NoteRemapped(int64_t pages) { pages_remapped += pages; }
+  // Time spent moving pages, as the move time budget meters it, and pages a
+  // request created because moves had spent that budget (docs/design.md, Note
+  // [Move time budget]).
+  void NoteMoveTime(double ns) { move_ns += int64_t(ns); }
+  void NoteMoveBudgetPages(size_t pages) {
+    move_budget_pages += int64_t(pages);
+  }
   // The page pool's totals of handles created and released.
   void NoteHandles(uint64_t created, uint64_t released) {
     handles_created = int64_t(created);

@@ -75,6 +75,7 @@ void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns,
           double(count);
   }
   move_meter_.Add(ns, now_ns);
+  p_.stats->NoteMoveTime(ns);
 }
 
 absl::Status PageSource::MapUnder(Block* block, size_t count,
@@ -106,8 +107,19 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       .mapped_bytes = p_.stats->mapped_bytes.current,
       .bytes_to_map = count * p_.page_size,
       .move_time_fraction = move_meter_.Fraction(start_ns)};
-  if (pages.size() < count && !scope.capturing &&
-      p_.policy->ShouldReclaimFirst(facts)) {
+  bool reclaim_first = false;
+  // Whether the move time budget alone made this request grow (counted
+  // below, in the pages it creates).
+  bool grows_for_budget = false;
+  if (pages.size() < count && !scope.capturing) {
+    reclaim_first = p_.policy->ShouldReclaimFirst(facts);
+    if (!reclaim_first && facts.move_time_fraction > 0) {
+      GrowthFacts unmetered = facts;
+      unmetered.move_time_fraction = 0;
+      grows_for_budget = p_.policy->ShouldReclaimFirst(unmetered);
+    }
+  }
+  if (reclaim_first) {
     status = p_.fences->PollAndFence();
     // Holes whose last use the GPU has not reached yet are waited for (their
     // stream's fence): on a GPU running behind the CPU, the holes freed this
@@ -167,6 +179,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   }
   NoteMapped(block->arena, int64_t(count));
   p_.stats->NoteRemapped(int64_t(moved_pages_.size()));
+  if (grows_for_budget) p_.stats->NoteMoveBudgetPages(created_pages_.size());
   TraceRuns(TraceAction::kSegmentMap, block->arena->stream(), /*tagged=*/true);
   return absl::OkStatus();
 }

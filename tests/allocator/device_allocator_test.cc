@@ -186,12 +186,19 @@ TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
     void* q = *f.a->Malloc(6 * kPage, kS1);
     const DeviceStats second = f.a->GetStats();
     const int64_t reserved = second.reserved_bytes.pool[kPoolAll].current;
+    // The meter's time is in the stats, with the pages the budget made.
+    EXPECT_GT(first.move_ns, 0);
+    EXPECT_EQ(first.move_budget_pages, 0);
     if (budget == 0.0) {
       EXPECT_EQ(second.pages_remapped, 6) << "moved past its budget";
       EXPECT_EQ(reserved, int64_t(16 * kPage));
+      EXPECT_EQ(second.move_budget_pages, 6);
+      EXPECT_EQ(second.move_ns, first.move_ns);
     } else {
       EXPECT_EQ(second.pages_remapped, 8) << "no budget: the rest moved";
       EXPECT_EQ(reserved, int64_t(14 * kPage));
+      EXPECT_EQ(second.move_budget_pages, 0);
+      EXPECT_GT(second.move_ns, first.move_ns);
     }
     for (void* b : {y, w, p, q}) ASSERT_TRUE(f.a->Free(b).ok());
     ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();

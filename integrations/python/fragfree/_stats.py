@@ -125,13 +125,21 @@ def page_moves_lines(stats: dict[str, Any]) -> list[str]:
     if not moved:
         return []
     ms = {k: stats.get(f"{k}_ns", 0) / 1e6 for k in ("map", "set_access", "unmap")}
-    return [
+    lines = [
         f"  page moves {moved}   driver ms: map {ms['map']:.1f} / set access "
         f"{ms['set_access']:.1f} / unmap {ms['unmap']:.1f} (moved and new pages)",
+    ]
+    if "move_ns" in stats:
+        grown = stats.get("move_budget_pages", 0) * stats.get("page_size", 0)
+        lines.append(
+            f"    moving took {stats['move_ns'] / 1e6:.1f} ms; the move time budget "
+            f"created {stats.get('move_budget_pages', 0)} pages ({format_size(grown)}) "
+            "instead of moving cached ones")
+    lines.append(
         "    a step that waits on the CPU pays for each move; "
         "move_time_budget (default 0.02 of the time) caps their share, "
-        "reclaim_before_grow:False moves none (both keep more memory)",
-    ]
+        "reclaim_before_grow:False moves none (both keep more memory)")
+    return lines
 
 
 def summary_text(stats: Mapping[str, Any], device: int, header: str = "") -> str:

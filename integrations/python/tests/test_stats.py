@@ -214,6 +214,11 @@ def test_summary_states_page_moves_and_the_key_that_trades_them():
     assert "page moves 200   driver ms: map 1.5 / set access 7.7 / unmap 8.4" in text
     assert "reclaim_before_grow:False" in text
     assert "move_time_budget" in text
+    assert "moving took" not in text  # a library without the budget's stats
+    text = _stats.summary_text({"pages_remapped": 30, "move_ns": 2_500_000,
+                                "move_budget_pages": 170, "page_size": 2 << 20}, 0)
+    assert ("moving took 2.5 ms; the move time budget created 170 pages (340.00 MiB) "
+            "instead of moving cached ones") in text
 
 
 @pytest.mark.parametrize("reclaim, moves", [("True", True), ("False", False)])

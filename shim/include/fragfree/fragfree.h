@@ -80,7 +80,8 @@ typedef struct ff_stats_t {
   /* version 2: sleep and wake (docs/sleep.md); version 3 appended
    * kept_backup_bytes */
   FF_SLEEP_FIELDS(FF_C_COUNTER)
-  /* version 4: where the time goes (docs/stats.md) */
+  /* version 4: where the time goes (docs/stats.md); version 5 appended
+   * move_ns and move_budget_pages */
   FF_TIMING_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;
