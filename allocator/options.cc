@@ -134,15 +134,25 @@ absl::Status SetHostDevices(std::string_view key, std::string_view v,
   return n.status();
 }
 
-absl::Status SetMemoryFraction(std::string_view key, std::string_view v,
-                               Options& o) {
+// A number in [lo, hi] (in (lo, hi] with `lo_open`); `expected` says which
+// in the error.
+absl::StatusOr<double> ParseNumberIn(std::string_view key, std::string_view v,
+                                     double lo, bool lo_open, double hi,
+                                     const char* expected) {
   double f = 0;
   if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
-      !(f > 0.0 && f <= 1.0)) {
-    return BadValue(key, v, "a fraction in (0, 1]");
+      !((lo_open ? f > lo : f >= lo) && f <= hi)) {
+    return BadValue(key, v, expected);
   }
-  o.memory_fraction = f;
-  return absl::OkStatus();
+  return f;
+}
+
+absl::Status SetMemoryFraction(std::string_view key, std::string_view v,
+                               Options& o) {
+  absl::StatusOr<double> f =
+      ParseNumberIn(key, v, 0.0, /*lo_open=*/true, 1.0, "a fraction in (0, 1]");
+  if (f.ok()) o.memory_fraction = *f;
+  return f.status();
 }
 
 absl::Status SetMemoryLimit(std::string_view key, std::string_view v,
@@ -166,24 +176,19 @@ absl::Status SetReclaim(std::string_view key, std::string_view v, Options& o) {
 
 absl::Status SetGrowSlack(std::string_view key, std::string_view v,
                           Options& o) {
-  double f = 0;
-  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
-      !(f >= 0.0 && f <= 10.0)) {
-    return BadValue(key, v, "a fraction >= 0 (0.03 = 3%)");
-  }
-  o.grow_slack = f;
-  return absl::OkStatus();
+  absl::StatusOr<double> f = ParseNumberIn(key, v, 0.0, /*lo_open=*/false, 10.0,
+                                           "a fraction >= 0 (0.03 = 3%)");
+  if (f.ok()) o.grow_slack = *f;
+  return f.status();
 }
 
 absl::Status SetMoveTimeBudget(std::string_view key, std::string_view v,
                                Options& o) {
-  double f = 0;
-  if (!absl::SimpleAtod(absl::string_view(v.data(), v.size()), &f) ||
-      !(f >= 0.0 && f <= 1.0)) {
-    return BadValue(key, v, "a fraction in [0, 1] (0.02 = 2% of the time)");
-  }
-  o.move_time_budget = f;
-  return absl::OkStatus();
+  absl::StatusOr<double> f =
+      ParseNumberIn(key, v, 0.0, /*lo_open=*/false, 1.0,
+                    "a fraction in [0, 1] (0.02 = 2% of the time)");
+  if (f.ok()) o.move_time_budget = *f;
+  return f.status();
 }
 
 // True or False into `kField`.
