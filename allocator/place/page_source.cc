@@ -65,14 +65,13 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   return status;
 }
 
-void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns,
+void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
                             size_t count) {
-  if (settled_ns == start_ns && moved_pages_.empty()) return;
+  if (settled_ns == start_ns && moved == 0) return;
   const int64_t now_ns = int64_t(CallTicksSlow());
   double ns = double(settled_ns - start_ns);
   if (count > 0) {
-    ns += double(now_ns - settled_ns) * double(moved_pages_.size()) /
-          double(count);
+    ns += double(now_ns - settled_ns) * double(moved) / double(count);
   }
   move_meter_.Add(ns, now_ns);
   p_.stats->NoteMoveTime(ns);
@@ -85,8 +84,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   absl::Status settled = SettleDetached(block, scope);
   const int64_t settled_ns = settles ? int64_t(CallTicksSlow()) : start_ns;
   if (!settled.ok()) {
-    moved_pages_.clear();
-    MeterMoves(start_ns, settled_ns, count);
+    MeterMoves(start_ns, settled_ns, /*moved=*/0, count);
     return settled;
   }
   PageList& pages = map_pages_;
@@ -172,7 +170,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     // Pages a failed undo left mapped are the arena's now (still reserved).
     NoteMapped(block->arena, int64_t(offered - pages.size()));
   }
-  MeterMoves(start_ns, settled_ns, count);
+  MeterMoves(start_ns, settled_ns, moved_pages_.size(), count);
   if (!status.ok()) {
     GiveBack(pages);
     return status;

@@ -126,8 +126,10 @@ class PageSource {
   void TraceRuns(TraceAction action, StreamHandle stream, bool tagged);
   // MapUnder's time that went to moving pages, into move_meter_: all of the
   // time spent unmapping old addresses under the block (`start_ns` to
-  // `settled_ns`), and the moved pages' share of the rest (to now).
-  void MeterMoves(int64_t start_ns, int64_t settled_ns, size_t count);
+  // `settled_ns`), and the share of the rest (to now) of the `moved` pages
+  // among the `count` it mapped.
+  void MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
+                  size_t count);
 
   const Parts p_;
   MoveMeter move_meter_;
