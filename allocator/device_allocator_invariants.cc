@@ -25,8 +25,8 @@ struct ArenaTally {
   size_t free_blocks = 0, cached_blocks = 0, cached_bytes = 0;
 };
 
-// Whether `b` starts where its predecessor ended, links back to it and has a
-// valid size.
+// Whether `b` starts where its predecessor ended, links back to it, has a
+// valid size and knows which of its neighbours are free.
 absl::Status CheckBlockLayout(const Block* b, uintptr_t expect,
                               const Block* prev) {
   if (b->addr != expect) {
@@ -34,6 +34,14 @@ absl::Status CheckBlockLayout(const Block* b, uintptr_t expect,
                                 b->addr, expect));
   }
   if (b->prev != prev) return Fail("broken prev link");
+  const bool prev_free = prev != nullptr && prev->is_free();
+  const bool next_free = b->next != nullptr && b->next->is_free();
+  if (b->prev_free != prev_free || b->next_free != next_free) {
+    return Fail(absl::StrFormat(
+        "block 0x%x's neighbour bits (prev_free %d, next_free %d) disagree "
+        "with its neighbours",
+        b->addr, b->prev_free, b->next_free));
+  }
   if (b->size == 0 || b->size % kMinBlockSize != 0) {
     return Fail("block size not a positive multiple of 512");
   }

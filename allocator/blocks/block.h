@@ -5,6 +5,9 @@
 // bin (bin_prev/bin_next), and free blocks holding a whole mapped page into
 // the reclaim index (queue_prev/queue_next: va/reclaim_queue.h). Adjacent free
 // blocks are always coalesced, so two free blocks are never neighbours.
+// Each block also records whether its neighbours are free (prev_free,
+// next_free), so that freeing a block whose neighbours are in use never reads
+// them: Note [Neighbour bits] in docs/design.md.
 // Layout: 128 bytes, cache-line aligned; the first line holds what coalescing
 // and bin searches read of other blocks, the second the block's own
 // bookkeeping.
@@ -46,6 +49,10 @@ struct alignas(64) Block {
   uint16_t bin = 0;  // FreeIndex bin while free
   BlockState state = BlockState::kFree;
   bool queued = false;  // in the reclaim index (va/reclaim_queue.h)
+  // Invariant (va/arena.cc keeps it): prev_free == (prev && prev->is_free()),
+  // next_free == (next && next->is_free()). Both false on a free block.
+  bool prev_free = false;
+  bool next_free = false;
 
   // Second cache line: the block's own bookkeeping.
   Arena* arena = nullptr;
@@ -71,6 +78,7 @@ struct alignas(64) Block {
     bin = 0;
     state = BlockState::kFree;
     queued = false;
+    prev_free = next_free = false;
     arena = nullptr;
     requested = 0;
     alloc_seq = free_seq = 0;

@@ -58,15 +58,23 @@ bool TraceTscUsable() {
 }
 
 TraceClockReading TraceClockReading::Now(bool tsc) {
-  // The ticks halfway through reading the Unix time.
-  const uint64_t before = TraceTicks(tsc);
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const uint64_t after = TraceTicks(tsc);
-  TraceClockReading r;
-  r.ticks = before + (after - before) / 2;
-  r.unix_ns = int64_t(ts.tv_sec) * 1000000000 + int64_t(ts.tv_nsec);
-  return r;
+  // The ticks halfway through reading the Unix time: off by up to half the
+  // time the read took, which a preemption can make milliseconds. So the
+  // narrowest of three reads (readings are taken on resize and copy only).
+  TraceClockReading best;
+  uint64_t best_width = UINT64_MAX;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const uint64_t before = TraceTicks(tsc);
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const uint64_t after = TraceTicks(tsc);
+    if (after - before < best_width) {
+      best_width = after - before;
+      best.ticks = before + (after - before) / 2;
+      best.unix_ns = int64_t(ts.tv_sec) * 1000000000 + int64_t(ts.tv_nsec);
+    }
+  }
+  return best;
 }
 
 namespace {

@@ -179,13 +179,24 @@ Block* Arena::Allocate(size_t size, size_t requested, size_t* missing_out) {
       rest->size = block->size - size;
       rest->prev = block;
       rest->next = block->next;
+      // rest->next_free stays false (a free block's neighbours are in use);
+      // the block's old next neighbour keeps a free neighbour (prev_free).
       if (block->next != nullptr) block->next->prev = rest;
       block->next = rest;
+      block->next_free = true;
       block->size = size;
       AddFree(rest);  // free_seq 0: a remainder, which reclaim takes first
     }
   }
   block->state = BlockState::kAllocated;
+  // Neighbours that were next to the free block (not split off from it) now
+  // border a block in use (Note [Neighbour bits]).
+  if (!block->prev_free && block->prev != nullptr) {
+    block->prev->next_free = false;
+  }
+  if (!block->next_free && block->next != nullptr) {
+    block->next->prev_free = false;
+  }
   block->requested = requested;
   // `missing` counts the pages under the place chosen for the block.
   if (missing_out != nullptr) *missing_out = missing;
@@ -200,9 +211,13 @@ void Arena::SplitOffFront(Block* block, size_t bytes) {
   front->size = bytes;
   front->prev = block->prev;
   front->next = block;
+  // front->prev_free stays false (a free block's neighbours are in use); the
+  // block's old prev neighbour keeps a free neighbour (next_free), and the
+  // block itself is the one Arena::Allocate hands out.
   if (block->prev != nullptr) block->prev->next = front;
   if (first_ == block) first_ = front;
   block->prev = front;
+  block->prev_free = true;
   block->addr = front->end();
   block->size -= bytes;
   AddFree(front);  // free_seq 0: a remainder, which reclaim takes first
@@ -316,31 +331,41 @@ void Arena::Dequeue(Block* block) {
 
 Block* Arena::Release(Block* block, uint64_t free_epoch, uint64_t free_seq) {
   FF_CHECK(!block->is_free(), "Arena::Release of a free block");
-  // Both neighbours are read below (coalescing): fetch them together rather
-  // than one after the other (a prefetch of nullptr is a no-op, never a fault).
+  // Both neighbours are written below (their neighbour bits, or coalescing):
+  // fetch them together rather than one after the other (a prefetch of
+  // nullptr is a no-op, never a fault). Whether they are free is read from
+  // this block's own bits, so no branch waits for them (Note [Neighbour
+  // bits] in docs/design.md).
   __builtin_prefetch(block->prev, 1);
   __builtin_prefetch(block->next, 1);
   block->state = BlockState::kFree;
   block->requested = 0;
   FF_DCHECK(block->uses == nullptr, "Arena::Release of a block with uses");
   block->free_epoch = free_epoch;
-  if (Block* prev = block->prev; prev != nullptr && prev->is_free()) {
+  if (block->prev_free) {
+    Block* const prev = block->prev;
     RemoveFree(prev);
     prev->size += block->size;
     prev->next = block->next;
+    prev->next_free = block->next_free;
     if (block->next != nullptr) block->next->prev = prev;
     prev->free_epoch = std::max(prev->free_epoch, free_epoch);
     blocks_->Delete(block);
     block = prev;
   }
-  if (Block* next = block->next; next != nullptr && next->is_free()) {
+  if (block->next_free) {
+    Block* const next = block->next;
     RemoveFree(next);
     block->size += next->size;
     block->next = next->next;
+    block->next_free = false;  // a free block's neighbours are in use
     if (next->next != nullptr) next->next->prev = block;
     block->free_epoch = std::max(block->free_epoch, next->free_epoch);
     blocks_->Delete(next);
   }
+  // The coalesced block's neighbours are in use and now border a free block.
+  if (block->prev != nullptr) block->prev->next_free = true;
+  if (block->next != nullptr) block->next->prev_free = true;
   if (free_seq != kKeepFreeSeq) block->free_seq = free_seq;
   AddFree(block);
   return block;

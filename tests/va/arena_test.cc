@@ -6,6 +6,7 @@
 #include "allocator/va/arena.h"
 
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "allocator/phys/forwarding_backend.h"
@@ -74,8 +75,9 @@ class ArenaTest : public ::testing::Test {
     return b;
   }
 
-  // The blocks tile [base, base + size) in address order, and no two free
-  // blocks are neighbours.
+  // The blocks tile [base, base + size) in address order, no two free
+  // blocks are neighbours, and each block's neighbour bits say which of its
+  // neighbours are free.
   void ExpectTiled() const {
     uintptr_t at = arena_->base();
     const Block* prev = nullptr;
@@ -83,6 +85,9 @@ class ArenaTest : public ::testing::Test {
       EXPECT_EQ(b->addr, at);
       EXPECT_EQ(b->prev, prev);
       if (prev != nullptr) EXPECT_FALSE(prev->is_free() && b->is_free());
+      EXPECT_EQ(b->prev_free, prev != nullptr && prev->is_free()) << b->addr;
+      EXPECT_EQ(b->next_free, b->next != nullptr && b->next->is_free())
+          << b->addr;
       at = b->end();
       prev = b;
     }
@@ -272,6 +277,54 @@ TEST_F(ArenaTest, ReturnsNullWhenNoFreeRangeFits) {
   EXPECT_EQ(arena_->Allocate(512, 512), nullptr);
   arena_->Release(all, /*free_epoch=*/1);
   EXPECT_TRUE(arena_->IsEmpty());
+}
+
+// Random allocate/release churn of sizes from 512 bytes to a few pages,
+// released in random order, with free pages unmapped now and then: after
+// every step the blocks tile the arena and every block's neighbour bits match
+// its neighbours (Note [Neighbour bits] in docs/design.md). The churn reaches
+// every case: a block placed with free space left behind it, in front of it
+// (placed at a free block's tail or inside it, where its pages are mapped),
+// and a release that coalesces with neither neighbour, either, or both.
+TEST_F(ArenaTest, NeighbourBitsFollowEverySplitAndCoalesce) {
+  std::mt19937_64 rng(7);
+  std::vector<Block*> live;
+  int free_behind = 0, free_in_front = 0, coalesced[4] = {0, 0, 0, 0};
+  for (int step = 0; step < 4000; ++step) {
+    const bool allocate = live.empty() || (live.size() < 24 && rng() % 2 == 0);
+    if (allocate) {
+      const size_t size =
+          rng() % 4 == 0 ? (1 + rng() % 2) * kPage : (1 + rng() % 2048) * 512;
+      if (Block* b = AllocateMapped(size)) {
+        live.push_back(b);
+        free_behind += b->next_free;
+        free_in_front += b->prev_free;
+      }
+    } else {
+      const size_t i = rng() % live.size();
+      ++coalesced[live[i]->prev_free + 2 * live[i]->next_free];
+      arena_->Release(live[i], /*free_epoch=*/0, /*free_seq=*/step + 1);
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (step % 8 == 0) {
+      // Unmap a free block's whole pages: later requests that would need
+      // pages there go at a free block's tail or inside it instead.
+      for (const Block* b = arena_->first_block(); b != nullptr; b = b->next) {
+        if (!b->is_free() || rng() % 2 != 0) continue;
+        PageList pages;
+        ASSERT_TRUE(arena_->UnmapFreePages(b, 1, &pages).ok());
+        for (PageId p : pages) pool_.ReturnIdle(p);
+      }
+    }
+    ExpectTiled();
+    if (HasFailure()) FAIL() << "at step " << step;
+  }
+  for (Block* b : live) arena_->Release(b, 0, 1);
+  ExpectTiled();
+  EXPECT_GT(free_behind, 0);
+  EXPECT_GT(free_in_front, 0);
+  for (int c : coalesced) EXPECT_GT(c, 0);
 }
 
 }  // namespace
