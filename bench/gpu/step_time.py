@@ -39,7 +39,9 @@ costs against one that does not.
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
 spread (min-max of the per-round ratios), the allocator's peak reserved and
-allocated memory, and the per-step fragfree figures. --budget-s: a round is
+allocated memory, and the per-step fragfree figures. With PyTorch's default in
+the modes more than once (torch,torch#again), a second table gives each run's
+ratio to the mean of those runs in its round. --budget-s: a round is
 started only if it is expected to finish within that many seconds of the
 start (the first always runs), so one GPU call of 10 minutes gives as many
 whole rounds as fit; --workloads/--modes split the matrix over several calls.
@@ -312,6 +314,7 @@ def summarise(results, workloads, modes):
                                           for k in FF_COUNTERS}
                 row.update(growth_split(ok))
                 row.update(probe_ratio(ok, results, wl))
+                row.update(control_ratio(ok, results, wl))
             rows.append(row)
     return rows
 
@@ -330,6 +333,26 @@ def probe_ratio(ok, results, wl):
     return dict(probe_us=round(median([median(r["probe_us"]) for r in mine]), 3),
                 ratio_probe=round(median(ratios), 4),
                 ratio_probe_range=[round(min(ratios), 4), round(max(ratios), 4)])
+
+
+def control_ratio(ok, results, wl):
+    """With PyTorch's default run more than once a round (torch, torch#again):
+    each run's median step against the mean of those runs' medians in its round
+    (median and min-max over rounds). One control run's luck then moves the
+    baseline by half as much, and the controls' own rows show how far apart
+    two identical processes land."""
+    controls = {}
+    for r in results:
+        if (r["workload"] == wl and r["mode"].partition("#")[0] == "torch"
+                and not r.get("failed")):
+            controls.setdefault(r["round"], []).append(r["step_ms_median"])
+    base = {k: statistics.mean(v) for k, v in controls.items() if len(v) >= 2}
+    ratios = [r["step_ms_median"] / base[r["round"]] for r in ok if r["round"] in base]
+    if not ratios:
+        return {}
+    return dict(ratio_controls=round(median(ratios), 4),
+                ratio_controls_range=[round(min(ratios), 4), round(max(ratios), 4)],
+                controls_per_round=min(len(controls[k]) for k in base))
 
 
 def table(rows, rounds):
@@ -374,6 +397,19 @@ def table(rows, rounds):
         if r["failed"]:
             cells[2] += f" ({r['failed']} failed)"
         out.append("| " + " | ".join(cells) + " |")
+    controlled = [r for r in rows if "ratio_controls" in r]
+    if controlled:
+        n = min(r["controls_per_round"] for r in controlled)
+        out += ["", f"Against PyTorch's default run {n} times a round (torch and torch#... "
+                "modes): each run's step ÷ the mean of those runs' steps in its round.", "",
+                "| workload | mode | ÷ torch [per-round min–max] "
+                "| ÷ mean of PyTorch's runs [per-round min–max] |", "|---|---|---|---|"]
+        for r in controlled:
+            plain = (f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]"
+                     if "ratio" in r else "")
+            lo, hi = r["ratio_controls_range"]
+            out.append(f"| {r['workload']} | {r['mode']} | {plain} "
+                       f"| {r['ratio_controls']:.3f} [{lo:.3f}–{hi:.3f}] |")
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
         out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",
