@@ -355,6 +355,15 @@ def control_ratio(ok, results, wl):
                 controls_per_round=min(len(controls[k]) for k in base))
 
 
+def ratio_cell(row, key):
+    """A ratio and its per-round range (row[key], row[key + "_range"]) as a
+    table cell; empty when the row has none."""
+    if key not in row:
+        return ""
+    lo, hi = row[key + "_range"]
+    return f"{row[key]:.3f} [{lo:.3f}–{hi:.3f}]"
+
+
 def table(rows, rounds):
     head = ("| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch "
             "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
@@ -369,10 +378,7 @@ def table(rows, rounds):
             continue
         lo, hi = r["step_ms_range"]
         cells = [r["workload"], r["mode"], f"{r['step_ms']:.2f} [{lo:.1f}–{hi:.1f}]"]
-        if "ratio" in r:
-            cells.append(f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]")
-        else:
-            cells.append("")
+        cells.append(ratio_cell(r, "ratio"))
         cells.append(f"{r['peak_reserved_gib']} / {r['peak_allocated_gib']}"
                      if "peak_reserved_gib" in r else "")
         f = r.get("ff_per_step")
@@ -405,22 +411,16 @@ def table(rows, rounds):
                 "| workload | mode | ÷ torch [per-round min–max] "
                 "| ÷ mean of PyTorch's runs [per-round min–max] |", "|---|---|---|---|"]
         for r in controlled:
-            plain = (f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]"
-                     if "ratio" in r else "")
-            lo, hi = r["ratio_controls_range"]
-            out.append(f"| {r['workload']} | {r['mode']} | {plain} "
-                       f"| {r['ratio_controls']:.3f} [{lo:.3f}–{hi:.3f}] |")
+            out.append(f"| {r['workload']} | {r['mode']} | {ratio_cell(r, 'ratio')} "
+                       f"| {ratio_cell(r, 'ratio_controls')} |")
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
         out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",
                 "| workload | mode | probe µs a launch (median) | ÷ torch [per-round min–max] "
                 "| ÷ torch per probe µs [per-round min–max] |", "|---|---|---|---|---|"]
         for r in probed:
-            plain = (f"{r['ratio']:.3f} [{r['ratio_range'][0]:.3f}–{r['ratio_range'][1]:.3f}]"
-                     if "ratio" in r else "")
-            lo, hi = r["ratio_probe_range"]
-            out.append(f"| {r['workload']} | {r['mode']} | {r['probe_us']:.2f} | {plain} "
-                       f"| {r['ratio_probe']:.3f} [{lo:.3f}–{hi:.3f}] |")
+            out.append(f"| {r['workload']} | {r['mode']} | {r['probe_us']:.2f} "
+                       f"| {ratio_cell(r, 'ratio')} | {ratio_cell(r, 'ratio_probe')} |")
     return "\n".join(out)
 
 
