@@ -47,7 +47,12 @@ start (the first always runs), so one GPU call of 10 minutes gives as many
 whole rounds as fit; --workloads/--modes split the matrix over several calls.
 
 Each run's record holds cpu_ms, the process's CPU time in each timed step
-beside its wall time. --profile-steps N runs N more steps after the timed ones
+beside its wall time, and sync_ms, the time the step's closing synchronise
+waited for the GPU (workloads.sync_wait_s). cpu_ms equals the wall time
+whenever the CPU spins in that synchronise, so it cannot say whose pace a step
+is; sync_ms can: near zero, the GPU had finished before the CPU got there and
+the step is the CPU's (a table "Whose pace" gives the median and its share of
+the step). --profile-steps N runs N more steps after the timed ones
 under cProfile, and one under torch.profiler (the GPU's busy time against the
 step's), into the run's log: where a CPU-bound step's time goes.
 
@@ -131,6 +136,10 @@ def child(args):
     # The process's CPU time per timed step (every thread): with wall time,
     # whether a step waits for the GPU or the GPU waits for the CPU.
     cpu_ms = []
+    # The time the step's closing synchronise waited for the GPU: near zero
+    # when the GPU had finished before the CPU got there (the CPU set the
+    # pace; cpu_ms cannot tell, as the CPU spins while it waits).
+    sync_ms = []
     probe_us = []
     probe_x = torch.zeros(1, device=dev) if args.probe and not cpu else None
     last = before
@@ -144,10 +153,13 @@ def child(args):
             probe_us.append(round((time.perf_counter() - p0) / args.probe * 1e6, 3))
         elif not cpu:  # (the probe ends synchronised)
             torch.cuda.synchronize()
+        w0 = workloads.sync_wait_s
         c0, t0 = time.process_time(), time.perf_counter()
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
         cpu_ms.append(round(1000 * (time.process_time() - c0), 3))
+        if not cpu:
+            sync_ms.append(round(1000 * (workloads.sync_wait_s - w0), 3))
         if reserved is not None and not cpu:
             try:
                 reserved.append(torch.cuda.memory_reserved())
@@ -163,7 +175,7 @@ def child(args):
     if args.profile_steps:
         profile_steps(wl, args.profile_steps)
     res = dict(workload=args.child_workload, mode=mode, steps=len(times),
-               step_ms=[round(1000 * t, 3) for t in times], cpu_ms=cpu_ms,
+               step_ms=[round(1000 * t, 3) for t in times], cpu_ms=cpu_ms, sync_ms=sync_ms,
                step_ms_median=round(1000 * statistics.median(times), 3),
                setup_s=round(time.perf_counter() - t_setup, 2),
                losses=[round(v, 4) for v in losses[-3:]], reserved_series=reserved)
@@ -284,6 +296,17 @@ def growth_split(runs):
                 steps_not_growing=len(other))
 
 
+def gpu_wait(runs):
+    """The median over runs of each run's median wait for the GPU at a step's
+    end (ms), and that wait as a share of the run's median step."""
+    waits = [(median(r["sync_ms"]), r["step_ms_median"]) for r in runs if r.get("sync_ms")]
+    if not waits:
+        return {}
+    shares = [w / s for w, s in waits if s > 0]
+    return dict(sync_ms=round(median([w for w, _ in waits]), 3),
+                sync_share=round(median(shares), 4) if shares else 0.0)
+
+
 def summarise(results, workloads, modes):
     """Rows per workload and mode: medians over the rounds and the per-round
     ratios to torch (a round's ratio: the mode's median / torch's median)."""
@@ -312,6 +335,7 @@ def summarise(results, workloads, modes):
                 if ff:
                     row["ff_per_step"] = {k: round(median([f[k] for f in ff]), 2)
                                           for k in FF_COUNTERS}
+                row.update(gpu_wait(ok))
                 row.update(growth_split(ok))
                 row.update(probe_ratio(ok, results, wl))
                 row.update(control_ratio(ok, results, wl))
@@ -413,6 +437,16 @@ def table(rows, rounds):
         for r in controlled:
             out.append(f"| {r['workload']} | {r['mode']} | {ratio_cell(r, 'ratio')} "
                        f"| {ratio_cell(r, 'ratio_controls')} |")
+    waited = [r for r in rows if "sync_ms" in r]
+    if waited:
+        out += ["", "Whose pace: the wait for the GPU in a step's closing synchronise (median of the "
+                "runs' medians). Near zero, the GPU had finished first: the CPU set the step's pace, "
+                "and the CPU's speed in that process moves the step.", "",
+                "| workload | mode | wait for the GPU, ms a step | share of the step |",
+                "|---|---|---|---|"]
+        for r in waited:
+            out.append(f"| {r['workload']} | {r['mode']} | {r['sync_ms']:.2f} "
+                       f"| {100 * r['sync_share']:.1f}% |")
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
         out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",

@@ -14,10 +14,12 @@ timed step by step under each allocator).
 Every workload draws its sizes from random.Random(seed): every allocator sees
 the same sequence of requests. `tiny=True` shrinks the sizes so that the
 plumbing can be tried on a CPU (step_time.py --device cpu). Workloads are
-single-threaded; step() returns the loss as a float (it synchronises).
+single-threaded; step() returns the loss as a float (it synchronises, through
+_sync, which counts the time it waits in sync_wait_s).
 """
 import contextlib
 import random
+import time
 
 import torch
 
@@ -45,9 +47,18 @@ def _autocast(dev):
     return torch.autocast(dev.type, dtype=torch.bfloat16)
 
 
+# Seconds the CPU has spent blocked in _sync, summed (step_time.py reads it
+# around each step: the wait at a step's end is how far the GPU was behind the
+# CPU; none means the GPU had finished first, so the CPU set the step's pace).
+sync_wait_s = 0.0
+
+
 def _sync(dev):
+    global sync_wait_s
     if dev.type == "cuda":
+        t0 = time.perf_counter()
         torch.cuda.synchronize()
+        sync_wait_s += time.perf_counter() - t0
 
 
 class LmWorkload:
@@ -150,6 +161,7 @@ class FsdpWorkload:
             full[i] = None
             del w
         loss = sum(a.float().mean() for a in acts)
+        _sync(dev)
         value = loss.item()
         del acts, x, loss
         return value
@@ -213,6 +225,7 @@ class MoeWorkload:
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        _sync(dev)
         value = loss.item()
         del x, h, out, loss
         return value

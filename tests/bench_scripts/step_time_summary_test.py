@@ -49,3 +49,25 @@ def test_no_control_table_with_one_pytorch_run_a_round():
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "ratio_controls" not in rows["ff-native"]
     assert "mean of PyTorch's runs" not in step_time.table(list(rows.values()), 2)
+
+
+def test_wait_for_the_gpu_at_the_steps_end():
+    runs = [dict(r) for r in RUNS]
+    # PyTorch's runs wait 30 / 10 ms of 100 / 80 ms steps; ff-native's run of
+    # round 1 has no wait record (a run from before the field): left out.
+    runs[0]["sync_ms"] = [30.0, 40.0, 20.0]   # torch, round 0: median 30
+    runs[3]["sync_ms"] = [10.0, 10.0]         # torch, round 1: median 10
+    runs[2]["sync_ms"] = [0.0, 0.5, 0.1]      # ff-native, round 0: median 0.1
+    rows = rows_by_mode(runs, MODES)
+    assert rows["torch"]["sync_ms"] == 20.0
+    assert rows["torch"]["sync_share"] == round((30 / 100 + 10 / 80) / 2, 4)
+    assert rows["ff-native"]["sync_ms"] == 0.1
+    assert rows["ff-native"]["sync_share"] == round(0.1 / 99, 4)
+    assert "sync_ms" not in rows["torch#again"]
+    text = step_time.table(list(rows.values()), 2)
+    assert "| wl | torch | 20.00 | 21.2% |" in text
+    assert "| wl | ff-native | 0.10 | 0.1% |" in text
+
+
+def test_no_wait_table_without_wait_records():
+    assert "Whose pace" not in step_time.table(list(rows_by_mode(RUNS, MODES).values()), 2)
