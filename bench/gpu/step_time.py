@@ -133,12 +133,11 @@ def child(args):
     # Reserved bytes after every timed step as PyTorch reports them, in every
     # mode (torch.cuda.memory_reserved): whether an allocator still grows.
     reserved = []
-    # The process's CPU time per timed step (every thread): with wall time,
-    # whether a step waits for the GPU or the GPU waits for the CPU.
+    # The process's CPU time per timed step (every thread). It equals the wall
+    # time whenever the CPU spins in a synchronise, so whose pace a step is
+    # comes from sync_ms: the time the step's closing synchronise waited for
+    # the GPU, near zero when the GPU had finished before the CPU got there.
     cpu_ms = []
-    # The time the step's closing synchronise waited for the GPU: near zero
-    # when the GPU had finished before the CPU got there (the CPU set the
-    # pace; cpu_ms cannot tell, as the CPU spins while it waits).
     sync_ms = []
     probe_us = []
     probe_x = torch.zeros(1, device=dev) if args.probe and not cpu else None

@@ -63,10 +63,10 @@ def summarise_wall(rounds, names, lives):
     base = names[0]
     for live in lives:
         for name in names:
-            p50 = [r[name][live][0] for r in rounds if live in r.get(name, {})]
-            p99 = [r[name][live][1] for r in rounds if live in r.get(name, {})]
-            if not p50:
+            figures = [r[name][live] for r in rounds if live in r.get(name, {})]
+            if not figures:
                 continue
+            p50, p99 = [f[0] for f in figures], [f[1] for f in figures]
             ratios = [r[name][live][0] / r[base][live][0] for r in rounds
                       if live in r.get(name, {}) and live in r.get(base, {})]
             rows.append(dict(
