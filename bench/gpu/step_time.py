@@ -5,7 +5,7 @@ shared GPU machine falls on every allocator alike.
       [--workloads gpt2,gpt2+ckpt,llama+ckpt,fsdp,moe]
       [--modes torch,expandable,ff-native,ff-pluggable,ff-preload]
       [--rounds 3] [--warmup 5] [--steps 20] [--budget-s 530]
-      [--device cpu]   (the plumbing on a CPU: tiny workloads, no allocator swap)
+      [--lockstep] [--device cpu]   (cpu: the plumbing, tiny workloads, no allocator swap)
 
 Workloads (bench/gpu/workloads.py, seeded: every allocator sees the same
 requests): gpt2, gpt2+ckpt, llama, llama+ckpt (HF models built from config,
@@ -56,6 +56,19 @@ the step). --profile-steps N runs N more steps after the timed ones
 under cProfile, and one under torch.profiler (the GPU's busy time against the
 step's), into the run's log: where a CPU-bound step's time goes.
 
+--lockstep runs a round differently: every mode's process of a workload is set
+up at once, and then the parent lets one process run one timed step at a time,
+the modes' order rotated by one each step (LockstepChild and LockstepKid speak
+READY / GO / END over the children's stdin and stdout). Step k of every mode
+then runs within a few steps' time of the others', so a host whose CPU speed
+drifts over seconds (a CPU-paced step's time moves ±20% within one process:
+bench/results/2026-12-03-h200-session16.md) moves them alike, and a table "Step
+by step" gives each mode's steps ÷ torch's steps of the same index and round:
+the median with its 95% confidence interval, and the 10th-90th percentiles.
+The processes share the GPU (an idle one holds its memory) and wall-clock time:
+fragfree's move time budget (Note [Move time budget] in docs/design.md) counts
+the others' steps as time in which it moved nothing.
+
 --probe N times N launches of a 1-element add_ before every timed step (outside
 its timing; µs a launch in the record's probe_us): the process's CPU speed at
 that moment. On a machine whose CPU speed moves from process to process
@@ -75,6 +88,7 @@ DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
 import argparse
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -125,6 +139,7 @@ def child(args):
     wl = workloads.make(args.child_workload, dev, seed=args.seed, tiny=cpu)
     for _ in range(args.warmup):
         wl.step()
+    gate = LockstepChild() if args.lockstep else None
     before = ff_stats()
     times, losses = [], []
     # Per timed step, outside the timing: pages created / remapped, fence waits
@@ -143,6 +158,8 @@ def child(args):
     probe_x = torch.zeros(1, device=dev) if args.probe and not cpu else None
     last = before
     for _ in range(args.steps):
+        if gate is not None and not gate.wait():
+            break
         if probe_x is not None:
             torch.cuda.synchronize()
             p0 = time.perf_counter()
@@ -170,6 +187,8 @@ def child(args):
                 gauge = k.endswith(".current")
                 series[k].append(now.get(k, 0) - (0 if gauge else last.get(k, 0)))
             last = now
+    if gate is not None:
+        gate.wait()  # the parent's "END": every process has run its steps
     after = ff_stats()
     if args.profile_steps:
         profile_steps(wl, args.profile_steps)
@@ -191,6 +210,17 @@ def child(args):
         res["peak_reserved"] = torch.cuda.max_memory_reserved()
         res["peak_allocated"] = torch.cuda.max_memory_allocated()
     print("RESULT " + json.dumps(res), flush=True)
+
+
+class LockstepChild:
+    """A child's side of --lockstep: at every gate (before each timed step,
+    and once after the last) it says READY on stdout and blocks until the
+    parent's next line: GO runs the step, anything else (END, or the pipe
+    closed) ends the timed steps."""
+
+    def wait(self):
+        print("READY", flush=True)
+        return sys.stdin.readline().strip() == "GO"
 
 
 def profile_steps(wl, n):
@@ -338,6 +368,7 @@ def summarise(results, workloads, modes):
                 row.update(growth_split(ok))
                 row.update(probe_ratio(ok, results, wl))
                 row.update(control_ratio(ok, results, wl))
+                row.update(step_ratio(ok, results, wl))
             rows.append(row)
     return rows
 
@@ -376,6 +407,34 @@ def control_ratio(ok, results, wl):
     return dict(ratio_controls=round(median(ratios), 4),
                 ratio_controls_range=[round(min(ratios), 4), round(max(ratios), 4)],
                 controls_per_round=min(len(controls[k]) for k in base))
+
+
+def median_ci(values):
+    """The median of `values` with a distribution-free 95% confidence
+    interval: the order statistics n/2 -+ 0.98 sqrt(n) (the sign test's
+    normal approximation), clamped to the ends for small n."""
+    v = sorted(values)
+    n = len(v)
+    half = 0.98 * n ** 0.5
+    return median(v), v[max(0, int(n / 2 - half))], v[min(n - 1, int(n / 2 + half))]
+
+
+def step_ratio(ok, results, wl):
+    """With --lockstep: each timed step against torch's step of the same index
+    in the same round (the two ran within seconds of each other): the median
+    ratio with its 95% confidence interval, and the 10th-90th percentiles."""
+    base = {r["round"]: r["step_ms"] for r in results
+            if r["workload"] == wl and r["mode"] == "torch" and r.get("lockstep")
+            and not r.get("failed")}
+    ratios = [a / b for r in ok if r.get("lockstep") and r["round"] in base
+              for a, b in zip(r["step_ms"], base[r["round"]])]
+    if len(ratios) < 2:
+        return {}
+    mid, lo, hi = median_ci(ratios)
+    tenth = statistics.quantiles(ratios, n=10)
+    return dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
+                step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
+                step_pairs=len(ratios))
 
 
 def ratio_cell(row, key):
@@ -446,6 +505,17 @@ def table(rows, rounds):
         for r in waited:
             out.append(f"| {r['workload']} | {r['mode']} | {r['sync_ms']:.2f} "
                        f"| {100 * r['sync_share']:.1f}% |")
+    stepped = [r for r in rows if "step_ratio" in r]
+    if stepped:
+        out += ["", "Step by step (--lockstep): each timed step ÷ torch's step of the same index and "
+                "round, run within seconds of it.", "",
+                "| workload | mode | median [95% CI] | 10th–90th percentile | steps |",
+                "|---|---|---|---|---|"]
+        for r in stepped:
+            lo, hi = r["step_ratio_ci"]
+            p10, p90 = r["step_ratio_range"]
+            out.append(f"| {r['workload']} | {r['mode']} | {r['step_ratio']:.3f} "
+                       f"[{lo:.3f}–{hi:.3f}] | {p10:.3f}–{p90:.3f} | {r['step_pairs']} |")
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
         out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",
@@ -471,6 +541,145 @@ def warm_native_adapter(lib, device, logdir):
     print(f"native adapter: rc={r.returncode} ({time.time() - t0:.0f} s)", flush=True)
 
 
+def child_cmd(wl, mode, args):
+    """The command line of one run's child process."""
+    return [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
+            "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
+            str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed),
+            "--profile-steps", str(args.profile_steps), "--probe", str(args.probe)]
+
+
+def pin_to(cpus):
+    """A preexec_fn that pins the child to `cpus`, or None for no pinning."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def record_run(results, run, output, before, t0, start, logdir, lockstep=False):
+    """Writes a finished run's log, appends its record (or a failure) to
+    `results` and prints its line. run = (workload, mode, round);
+    output = (stdout, stderr, exit status)."""
+    wl, mode, rnd = run
+    stdout, stderr, rc = output
+    name = f"{wl}-{mode}-r{rnd}"
+    with open(os.path.join(logdir, name + ".log"), "w") as f:
+        f.write(stdout + "\n--- stderr ---\n" + stderr)
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if rc != 0 or not lines:
+        last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+        print(f"[{time.time() - start:5.0f} s] {name}: FAILED rc={rc} {last}", flush=True)
+        results.append(dict(workload=wl, mode=mode, round=rnd, failed=True))
+        return
+    res = json.loads(lines[-1][7:])
+    # The child knows its base mode; the row is the mode as asked (with its
+    # "@" options).
+    res["mode"], res["round"], res["lockstep"] = mode, rnd, lockstep
+    res["wall_s"] = round(time.time() - t0, 1)
+    res["gpu_before"] = before
+    results.append(res)
+    extra = ""
+    if "ff_per_step" in res:
+        f = res["ff_per_step"]
+        extra = f", fragfree {f['alloc_cpu_ns'] / 1e3:.0f} µs/step, {f['map_calls']:.1f} maps/step"
+    print(f"[{time.time() - start:5.0f} s] {name}: {res['step_ms_median']:.2f} ms{extra} "
+          f"({res['wall_s']} s)", flush=True)
+
+
+class LockstepKid:
+    """The parent's side of one --lockstep child: its process, its stdout read
+    line by line with a deadline (select on the raw pipe), its stderr in a
+    file."""
+
+    def __init__(self, cmd, env, preexec, stderr_path):
+        self.err_path = stderr_path
+        self.err = open(stderr_path, "w")
+        self.proc = subprocess.Popen(cmd + ["--lockstep"], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, preexec_fn=preexec)
+        self.pending = b""
+        self.out = []  # stdout lines other than READY
+        self.alive = True
+
+    def _line(self, deadline):
+        """The next stdout line, or None at EOF or past the deadline."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            left = deadline - time.time()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def until_ready(self, timeout):
+        """Reads up to the child's next READY; False (and the child is dead
+        to the round) if it exits or takes longer than `timeout` seconds."""
+        deadline = time.time() + timeout
+        while self.alive:
+            line = self._line(deadline)
+            if line is None:
+                self.alive = False
+            elif line == "READY":
+                return True
+            else:
+                self.out.append(line)
+        return False
+
+    def send(self, word):
+        try:
+            self.proc.stdin.write((word + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError:
+            self.alive = False
+
+    def finish(self, timeout):
+        """Ends the child (END, then the pipe closed); (stdout, stderr, rc)."""
+        if self.alive:
+            self.send("END")
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        deadline = time.time() + timeout
+        while (line := self._line(deadline)) is not None:
+            self.out.append(line)
+        try:
+            rc = self.proc.wait(max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = "timeout"
+        self.err.close()
+        with open(self.err_path) as f:
+            stderr = f.read()
+        os.unlink(self.err_path)
+        return "\n".join(self.out + [self.pending.decode(errors="replace")]), stderr, rc
+
+
+def run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results):
+    """One --lockstep round of workload `wl`: every mode's process set up at
+    once, then the parent lets one process run one timed step at a time, the
+    modes' order rotated by one each step, so that step k of every mode runs
+    within a few steps' time of the others (the machine's drift, seconds long,
+    falls on all of them alike)."""
+    before = gpu_state(args.device)
+    t0 = time.time()
+    kids = {m: LockstepKid(child_cmd(wl, m, args), run_env(m, lib, args.device), pin_to(pinned),
+                           os.path.join(logdir, f"{wl}-{m}-r{rnd}.stderr"))
+            for m in order}
+    for m in order:
+        kids[m].until_ready(args.timeout)
+    for k in range(args.steps):
+        for m in order[k % len(order):] + order[:k % len(order)]:
+            if kids[m].alive:
+                kids[m].send("GO")
+                kids[m].until_ready(args.timeout)
+    for m in order:
+        record_run(results, (wl, m, rnd), kids[m].finish(args.timeout), before, t0, start,
+                   logdir, lockstep=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", default="")
@@ -489,6 +698,8 @@ def main():
                    help="launches timed before each timed step (the CPU's speed)")
     p.add_argument("--profile-steps", type=int, default=0,
                    help="after the timed steps, run this many more under cProfile (log)")
+    p.add_argument("--lockstep", action="store_true",
+                   help="run a round's modes at once, one timed step at a time in turn")
     p.add_argument("--child-workload", default="")
     p.add_argument("--child-mode", default="")
     args = p.parse_args()
@@ -525,48 +736,24 @@ def main():
         t_round = time.time()
         order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
         for wl in workloads:
+            if args.lockstep:
+                run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results)
+                continue
             for mode in order:
-                name = f"{wl}-{mode}-r{rnd}"
-                cmd = [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
-                       "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
-                       str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed),
-                       "--profile-steps", str(args.profile_steps), "--probe", str(args.probe)]
                 before = gpu_state(args.device)
                 t0 = time.time()
                 try:
-                    r = subprocess.run(cmd, env=run_env(mode, lib, args.device),
+                    r = subprocess.run(child_cmd(wl, mode, args), env=run_env(mode, lib, args.device),
                                        capture_output=True, text=True, timeout=args.timeout,
-                                       preexec_fn=(lambda: os.sched_setaffinity(0, pinned))
-                                       if pinned else None)
+                                       preexec_fn=pin_to(pinned))
                     stdout, stderr, rc = r.stdout, r.stderr, r.returncode
                 except subprocess.TimeoutExpired as e:
                     stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
                     stderr = (e.stderr.decode() if isinstance(e.stderr, bytes)
                               else (e.stderr or "")) + "\nTIMEOUT"
                     rc = "timeout"
-                with open(os.path.join(logdir, name + ".log"), "w") as f:
-                    f.write(stdout + "\n--- stderr ---\n" + stderr)
-                lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
-                if rc != 0 or not lines:
-                    last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
-                    print(f"[{time.time() - start:5.0f} s] {name}: FAILED rc={rc} {last}",
-                          flush=True)
-                    results.append(dict(workload=wl, mode=mode, round=rnd, failed=True))
-                    continue
-                res = json.loads(lines[-1][7:])
-                # The child knows its base mode; the row is the mode as asked
-                # (with its "@" options).
-                res["mode"], res["round"] = mode, rnd
-                res["wall_s"] = round(time.time() - t0, 1)
-                res["gpu_before"] = before
-                results.append(res)
-                extra = ""
-                if "ff_per_step" in res:
-                    f = res["ff_per_step"]
-                    extra = (f", fragfree {f['alloc_cpu_ns'] / 1e3:.0f} µs/step, "
-                             f"{f['map_calls']:.1f} maps/step")
-                print(f"[{time.time() - start:5.0f} s] {name}: {res['step_ms_median']:.2f} ms"
-                      f"{extra} ({res['wall_s']} s)", flush=True)
+                record_run(results, (wl, mode, rnd), (stdout, stderr, rc), before, t0, start,
+                           logdir)
         round_s.append(time.time() - t_round)
     done = len(round_s)
     rows = summarise(results, workloads, modes)

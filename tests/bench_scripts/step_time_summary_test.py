@@ -71,3 +71,86 @@ def test_wait_for_the_gpu_at_the_steps_end():
 
 def test_no_wait_table_without_wait_records():
     assert "Whose pace" not in step_time.table(list(rows_by_mode(RUNS, MODES).values()), 2)
+
+
+def lockstep_run(mode, rnd, steps):
+    return dict(workload=WL, mode=mode, round=rnd, step_ms=steps,
+                step_ms_median=sorted(steps)[len(steps) // 2], lockstep=True)
+
+
+def test_step_by_step_ratio_pairs_steps_of_the_same_index_and_round():
+    torch_steps = [[100.0, 200.0, 100.0, 100.0], [50.0, 50.0, 50.0, 50.0]]
+    ff_steps = [[90.0, 220.0, 100.0, 110.0], [50.0, 45.0, 55.0, 50.0]]
+    runs = [lockstep_run("torch", r, s) for r, s in enumerate(torch_steps)]
+    runs += [lockstep_run("ff-native", r, s) for r, s in enumerate(ff_steps)]
+    rows = rows_by_mode(runs, ["torch", "ff-native"])
+    native = rows["ff-native"]
+    # Ratios 0.9, 1.1, 1.0, 1.1, 1.0, 0.9, 1.1, 1.0: median 1.0.
+    assert native["step_pairs"] == 8
+    assert native["step_ratio"] == 1.0
+    lo, hi = native["step_ratio_ci"]
+    assert 0.9 <= lo <= 1.0 <= hi <= 1.1
+    assert rows["torch"]["step_ratio"] == 1.0
+    text = step_time.table(list(rows.values()), 2)
+    assert "Step by step (--lockstep)" in text
+    assert "| wl | ff-native | 1.000 [" in text
+
+
+def test_no_step_by_step_ratio_for_runs_one_after_another():
+    rows = rows_by_mode(RUNS, MODES)
+    assert "step_ratio" not in rows["ff-native"]
+    assert "Step by step" not in step_time.table(list(rows.values()), 2)
+
+
+def test_median_confidence_interval_is_order_statistics_around_the_middle():
+    mid, lo, hi = step_time.median_ci(list(range(1, 101)))
+    assert mid == 50.5
+    # n = 100: ranks 50 -+ 9.8, i.e. the values at indices 40 and 59.
+    assert (lo, hi) == (41, 60)
+    assert step_time.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+
+
+KID = r"""
+import sys
+steps = 0
+print("noise before the first gate", flush=True)
+while True:
+    print("READY", flush=True)
+    word = sys.stdin.readline().strip()
+    if word != "GO":
+        break
+    steps += 1
+print("RESULT {\"steps\": %d, \"last\": \"%s\"}" % (steps, word), flush=True)
+"""
+
+
+def test_lockstep_kid_runs_one_step_per_go_and_ends_on_end(tmp_path):
+    kid = step_time.LockstepKid([sys.executable, "-c", KID], dict(os.environ), None,
+                                str(tmp_path / "kid.stderr"))
+    assert kid.until_ready(30)
+    for _ in range(3):
+        kid.send("GO")
+        assert kid.until_ready(30)
+    stdout, stderr, rc = kid.finish(30)
+    assert rc == 0
+    assert "noise before the first gate" in stdout
+    assert 'RESULT {"steps": 3, "last": "END"}' in stdout
+    assert "READY" not in stdout
+    assert not (tmp_path / "kid.stderr").exists()
+
+
+def test_lockstep_kid_that_dies_is_out_of_the_round(tmp_path):
+    kid = step_time.LockstepKid([sys.executable, "-c", "import sys; sys.exit(3)"],
+                                dict(os.environ), None, str(tmp_path / "kid.stderr"))
+    assert not kid.until_ready(30)
+    assert not kid.alive
+    _, _, rc = kid.finish(30)
+    assert rc == 3
+
+
+def test_lockstep_kid_past_its_deadline_is_killed(tmp_path):
+    kid = step_time.LockstepKid([sys.executable, "-c", "import time; time.sleep(60)"],
+                                dict(os.environ), None, str(tmp_path / "kid.stderr"))
+    assert not kid.until_ready(0.5)
+    _, _, rc = kid.finish(0.5)
+    assert rc == "timeout"
