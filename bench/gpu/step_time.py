@@ -58,7 +58,7 @@ step's), into the run's log: where a CPU-bound step's time goes.
 
 --lockstep runs a round differently: every mode's process of a workload is set
 up at once, and then the parent lets one process run one timed step at a time,
-the modes' order rotated by one each step (LockstepChild and LockstepKid speak
+the modes' order shuffled each step (LockstepChild and LockstepKid speak
 READY / GO / END over the children's stdin and stdout). Step k of every mode
 then runs within a few steps' time of the others', so a host whose CPU speed
 drifts over seconds (a CPU-paced step's time moves ±20% within one process:
@@ -88,6 +88,7 @@ DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
 import argparse
 import json
 import os
+import random
 import select
 import statistics
 import subprocess
@@ -431,7 +432,7 @@ def step_ratio(ok, results, wl):
     if len(ratios) < 2:
         return {}
     mid, lo, hi = median_ci(ratios)
-    tenth = statistics.quantiles(ratios, n=10)
+    tenth = statistics.quantiles(ratios, n=10, method="inclusive")
     return dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
                 step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
                 step_pairs=len(ratios))
@@ -660,9 +661,10 @@ class LockstepKid:
 def run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results):
     """One --lockstep round of workload `wl`: every mode's process set up at
     once, then the parent lets one process run one timed step at a time, the
-    modes' order rotated by one each step, so that step k of every mode runs
-    within a few steps' time of the others (the machine's drift, seconds long,
-    falls on all of them alike)."""
+    modes' order shuffled each step (seeded: a mode that always ran right after
+    the same other would carry that one's traces in the caches), so that step k
+    of every mode runs within a few steps' time of the others (the machine's
+    drift, seconds long, falls on all of them alike)."""
     before = gpu_state(args.device)
     t0 = time.time()
     kids = {m: LockstepKid(child_cmd(wl, m, args), run_env(m, lib, args.device), pin_to(pinned),
@@ -670,8 +672,11 @@ def run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results):
             for m in order}
     for m in order:
         kids[m].until_ready(args.timeout)
-    for k in range(args.steps):
-        for m in order[k % len(order):] + order[:k % len(order)]:
+    shuffle = random.Random(f"{args.seed}-{wl}-{rnd}").shuffle
+    for _ in range(args.steps):
+        step_order = list(order)
+        shuffle(step_order)
+        for m in step_order:
             if kids[m].alive:
                 kids[m].send("GO")
                 kids[m].until_ready(args.timeout)
