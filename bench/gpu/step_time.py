@@ -67,7 +67,10 @@ by step" gives each mode's steps ÷ torch's steps of the same index and round:
 the median with its 95% confidence interval, and the 10th-90th percentiles.
 The processes share the GPU (an idle one holds its memory) and wall-clock time:
 fragfree's move time budget (Note [Move time budget] in docs/design.md) counts
-the others' steps as time in which it moved nothing.
+the others' steps as time in which it moved nothing, so with N modes a fragfree
+process may move pages ~N times as long a step as it would alone; on a workload
+that moves pages, give fragfree modes 1/N of the budget for the run alone's
+behaviour (five modes: ff-native@move_time_budget:0.004).
 
 --probe N times N launches of a 1-element add_ before every timed step (outside
 its timing; µs a launch in the record's probe_us): the process's CPU speed at
