@@ -511,8 +511,8 @@ def table(rows, rounds):
                        f"| {100 * r['sync_share']:.1f}% |")
     stepped = [r for r in rows if "step_ratio" in r]
     if stepped:
-        out += ["", "Step by step (--lockstep): each timed step ÷ torch's step of the same index and "
-                "round, run within seconds of it.", "",
+        out += ["", "Step by step (--lockstep): each timed step ÷ torch's step of the same index "
+                "and round, run within seconds of it.", "",
                 "| workload | mode | median [95% CI] | 10th–90th percentile | steps |",
                 "|---|---|---|---|---|"]
         for r in stepped:
@@ -664,10 +664,10 @@ class LockstepKid:
 def run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results):
     """One --lockstep round of workload `wl`: every mode's process set up at
     once, then the parent lets one process run one timed step at a time, the
-    modes' order shuffled each step (seeded: a mode that always ran right after
-    the same other would carry that one's traces in the caches), so that step k
-    of every mode runs within a few steps' time of the others (the machine's
-    drift, seconds long, falls on all of them alike)."""
+    modes' order shuffled each step (seeded; a fixed rotation would always run
+    each mode right after the same other one), so that step k of every mode
+    runs within a few steps' time of the others (the machine's drift, seconds
+    long, falls on all of them alike)."""
     before = gpu_state(args.device)
     t0 = time.time()
     kids = {m: LockstepKid(child_cmd(wl, m, args), run_env(m, lib, args.device), pin_to(pinned),
@@ -751,9 +751,9 @@ def main():
                 before = gpu_state(args.device)
                 t0 = time.time()
                 try:
-                    r = subprocess.run(child_cmd(wl, mode, args), env=run_env(mode, lib, args.device),
-                                       capture_output=True, text=True, timeout=args.timeout,
-                                       preexec_fn=pin_to(pinned))
+                    r = subprocess.run(child_cmd(wl, mode, args),
+                                       env=run_env(mode, lib, args.device), capture_output=True,
+                                       text=True, timeout=args.timeout, preexec_fn=pin_to(pinned))
                     stdout, stderr, rc = r.stdout, r.stderr, r.returncode
                 except subprocess.TimeoutExpired as e:
                     stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
