@@ -450,6 +450,16 @@ def ratio_cell(row, key):
     return f"{row[key]:.3f} [{lo:.3f}–{hi:.3f}]"
 
 
+def sub_table(intro, columns, rows):
+    """The lines of one of the tables after the main one: a blank line, `intro`,
+    a blank line, then a row per (row, cells) with the workload and mode first."""
+    out = ["", intro, "", "| workload | mode | " + " | ".join(columns) + " |",
+           "|" + "---|" * (len(columns) + 2)]
+    for r, cells in rows:
+        out.append("| " + " | ".join([r["workload"], r["mode"]] + cells) + " |")
+    return out
+
+
 def table(rows, rounds):
     head = ("| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch "
             "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
@@ -492,42 +502,36 @@ def table(rows, rounds):
     controlled = [r for r in rows if "ratio_controls" in r]
     if controlled:
         n = min(r["controls_per_round"] for r in controlled)
-        out += ["", f"Against PyTorch's default run {n} times a round (torch and torch#... "
-                "modes): each run's step ÷ the mean of those runs' steps in its round.", "",
-                "| workload | mode | ÷ torch [per-round min–max] "
-                "| ÷ mean of PyTorch's runs [per-round min–max] |", "|---|---|---|---|"]
-        for r in controlled:
-            out.append(f"| {r['workload']} | {r['mode']} | {ratio_cell(r, 'ratio')} "
-                       f"| {ratio_cell(r, 'ratio_controls')} |")
+        out += sub_table(
+            f"Against PyTorch's default run {n} times a round (torch and torch#... modes): each "
+            "run's step ÷ the mean of those runs' steps in its round.",
+            ["÷ torch [per-round min–max]", "÷ mean of PyTorch's runs [per-round min–max]"],
+            [(r, [ratio_cell(r, "ratio"), ratio_cell(r, "ratio_controls")]) for r in controlled])
     waited = [r for r in rows if "sync_ms" in r]
     if waited:
-        out += ["", "Whose pace: the wait for the GPU in a step's closing synchronise (median of the "
-                "runs' medians). Near zero, the GPU had finished first: the CPU set the step's pace, "
-                "and the CPU's speed in that process moves the step.", "",
-                "| workload | mode | wait for the GPU, ms a step | share of the step |",
-                "|---|---|---|---|"]
-        for r in waited:
-            out.append(f"| {r['workload']} | {r['mode']} | {r['sync_ms']:.2f} "
-                       f"| {100 * r['sync_share']:.1f}% |")
+        out += sub_table(
+            "Whose pace: the wait for the GPU in a step's closing synchronise (median of the "
+            "runs' medians). Near zero, the GPU had finished first: the CPU set the step's pace, "
+            "and the CPU's speed in that process moves the step.",
+            ["wait for the GPU, ms a step", "share of the step"],
+            [(r, [f"{r['sync_ms']:.2f}", f"{100 * r['sync_share']:.1f}%"]) for r in waited])
     stepped = [r for r in rows if "step_ratio" in r]
     if stepped:
-        out += ["", "Step by step (--lockstep): each timed step ÷ torch's step of the same index "
-                "and round, run within seconds of it.", "",
-                "| workload | mode | median [95% CI] | 10th–90th percentile | steps |",
-                "|---|---|---|---|---|"]
-        for r in stepped:
-            lo, hi = r["step_ratio_ci"]
-            p10, p90 = r["step_ratio_range"]
-            out.append(f"| {r['workload']} | {r['mode']} | {r['step_ratio']:.3f} "
-                       f"[{lo:.3f}–{hi:.3f}] | {p10:.3f}–{p90:.3f} | {r['step_pairs']} |")
+        out += sub_table(
+            "Step by step (--lockstep): each timed step ÷ torch's step of the same index and "
+            "round, run within seconds of it.",
+            ["median [95% CI]", "10th–90th percentile", "steps"],
+            [(r, ["{:.3f} [{:.3f}–{:.3f}]".format(r["step_ratio"], *r["step_ratio_ci"]),
+                  "{:.3f}–{:.3f}".format(*r["step_ratio_range"]), str(r["step_pairs"])])
+             for r in stepped])
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
-        out += ["", "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.", "",
-                "| workload | mode | probe µs a launch (median) | ÷ torch [per-round min–max] "
-                "| ÷ torch per probe µs [per-round min–max] |", "|---|---|---|---|---|"]
-        for r in probed:
-            out.append(f"| {r['workload']} | {r['mode']} | {r['probe_us']:.2f} "
-                       f"| {ratio_cell(r, 'ratio')} | {ratio_cell(r, 'ratio_probe')} |")
+        out += sub_table(
+            "With the CPU's speed divided out (--probe): step ms per probe µs, ÷ torch's.",
+            ["probe µs a launch (median)", "÷ torch [per-round min–max]",
+             "÷ torch per probe µs [per-round min–max]"],
+            [(r, [f"{r['probe_us']:.2f}", ratio_cell(r, "ratio"), ratio_cell(r, "ratio_probe")])
+             for r in probed])
     return "\n".join(out)
 
 
