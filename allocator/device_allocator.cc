@@ -61,10 +61,11 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       pages_(backend_.get(), 0),
       request_sizes_(options.bucket_sample),
       placement_(MakePlacementPolicy(options)),
-      source_(PageSource::Parts{&pages_, &order_.fences(), events_.get(),
-                                &trace_, &stats_, placement_.get(), &arenas_,
-                                &reclaim_queue_, page_size_,
-                                options.defer_unmap}) {
+      source_(
+          PageSource::Parts{&pages_, &order_.fences(), events_.get(), &trace_,
+                            &stats_, placement_.get(), &arenas_,
+                            &reclaim_queue_, page_size_, options.defer_unmap,
+                            options.move_clock == Options::MoveClock::kCpu}) {
   MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);

@@ -191,6 +191,18 @@ absl::Status SetMoveTimeBudget(std::string_view key, std::string_view v,
   return f.status();
 }
 
+absl::Status SetMoveClock(std::string_view key, std::string_view v,
+                          Options& o) {
+  if (v == "wall") {
+    o.move_clock = Options::MoveClock::kWall;
+  } else if (v == "cpu") {
+    o.move_clock = Options::MoveClock::kCpu;
+  } else {
+    return BadValue(key, v, "wall or cpu");
+  }
+  return absl::OkStatus();
+}
+
 // True or False into `kField`.
 template <bool Options::*kField>
 absl::Status SetFlag(std::string_view key, std::string_view v, Options& o) {
@@ -401,8 +413,9 @@ constexpr KeyRow kKeys[] = {
     {{"grow_slack", "0.03", "the slack of `reclaim_before_grow:auto`"},
      Word<SetGrowSlack>},
     {{"move_time_budget", "0.02",
-      "in `reclaim_before_grow:auto`, the most of the recent wall-clock time "
-      "(decayed over about a second) that moving pages may take: past it, a "
+      "in `reclaim_before_grow:auto`, the most of the recent time (decayed "
+      "over about a second, on `move_clock`) that moving pages may take: past "
+      "it, a "
       "request creates pages instead of moving cached ones, so a step that "
       "waits on the CPU and would move pages every step (checkpointing with a "
       "new shape each step) keeps a little more memory rather than spend "
@@ -410,6 +423,14 @@ constexpr KeyRow kKeys[] = {
       "`0` grows once any page has moved recently. Under the cap pages still "
       "move. See docs/design.md, Note [Move time budget]"},
      Word<SetMoveTimeBudget>},
+    {{"move_clock", "`wall`",
+      "the clock `move_time_budget`'s recent time runs on: `wall`, or `cpu` "
+      "(the process's CPU time, all threads), which stands still while the "
+      "process sleeps or blocks, so a process that is idle part of the time "
+      "(an RL trainer waiting for rollouts, a pipeline bubble, processes "
+      "taking turns on one GPU) gets the budget of the time it runs. See "
+      "docs/design.md, Note [Move time budget]"},
+     Word<SetMoveClock>},
     {{"grow_for_pending_frees", "`True`",
       "in `reclaim_before_grow:auto`, blocks freed while another stream may "
       "still use them (`record_stream`) count as in use, and while any are "

@@ -46,6 +46,11 @@ struct Options {
   // this fraction of the recent wall-clock time (1: no limit). See Note [Move
   // time budget] in docs/design.md.
   double move_time_budget = 0.02;
+  // The clock move_time_budget's "recent time" runs on: the wall clock, or
+  // the process's CPU time (all its threads), which stands still while the
+  // process sleeps or blocks. See Note [Move time budget].
+  enum class MoveClock { kWall, kCpu };
+  MoveClock move_clock = MoveClock::kWall;
   // In `auto`, whether blocks the program freed while another stream's
   // recorded use (record_stream) may still be running count as in use: the
   // high-water mark is then of active bytes, and while such blocks are pending

@@ -11,6 +11,12 @@ uint64_t CallTicksSlow() {
   return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
 }
 
+uint64_t ProcessCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
+}
+
 namespace {
 struct Reading {
   uint64_t ticks;

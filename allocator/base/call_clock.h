@@ -21,6 +21,8 @@
 namespace fragfree {
 
 uint64_t CallTicksSlow();  // CLOCK_MONOTONIC ns
+// The CPU time of the whole process (every thread), in ns: a system call.
+uint64_t ProcessCpuNs();
 
 inline uint64_t CallTicks() {
 #if defined(__x86_64__)

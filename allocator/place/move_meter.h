@@ -1,12 +1,13 @@
-// MoveMeter: how much of the recent wall-clock time the allocating thread has
-// spent moving pages (a request's share of the driver calls that unmap whole
+// MoveMeter: how much of the recent time (the wall clock's, or the process's
+// CPU time with Options::move_clock) the allocating threads have spent moving
+// pages (a request's share of the driver calls that unmap whole
 // free pages of cached holes and map them under it, and of the waits for
 // their old addresses), as an exponentially decayed fraction with a time
 // constant of one second: a program that has spent a steady fraction r of its
 // time moving pages reads r. The growth policy weighs it against
 // Options::move_time_budget (Note [Move time budget] in docs/design.md).
-// Times are CLOCK_MONOTONIC nanoseconds, passed in (the caller reads the
-// clock; tests pass their own).
+// Times are nanoseconds of that clock, passed in (the caller reads the clock;
+// tests pass their own).
 // Thread-safety: plain data, guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_PLACE_MOVE_METER_H_
 #define FRAGFREE_ALLOCATOR_PLACE_MOVE_METER_H_

@@ -73,7 +73,7 @@ void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
   if (count > 0) {
     ns += double(now_ns - settled_ns) * double(moved) / double(count);
   }
-  move_meter_.Add(ns, now_ns);
+  move_meter_.Add(ns, MeterNow(now_ns));
   p_.stats->NoteMoveTime(ns);
 }
 
@@ -96,20 +96,19 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     pages.push_back(page);
   }
   absl::Status status;
-  const GrowthFacts facts{
-      .allocated_high_water = p_.stats->allocated_high_water(),
-      .allocated_bytes = p_.stats->allocated_bytes.All().current,
-      .active_high_water = p_.stats->active_high_water(),
-      .active_bytes = p_.stats->active_bytes.All().current,
-      .block_bytes = block->size,
-      .mapped_bytes = p_.stats->mapped_bytes.current,
-      .bytes_to_map = count * p_.page_size,
-      .move_time_fraction = move_meter_.Fraction(start_ns)};
+  GrowthFacts facts{.allocated_high_water = p_.stats->allocated_high_water(),
+                    .allocated_bytes = p_.stats->allocated_bytes.All().current,
+                    .active_high_water = p_.stats->active_high_water(),
+                    .active_bytes = p_.stats->active_bytes.All().current,
+                    .block_bytes = block->size,
+                    .mapped_bytes = p_.stats->mapped_bytes.current,
+                    .bytes_to_map = count * p_.page_size};
   bool reclaim_first = false;
   // Whether the move time budget alone made this request grow (counted
   // below, in the pages it creates).
   bool grows_for_budget = false;
   if (pages.size() < count && !scope.capturing) {
+    facts.move_time_fraction = move_meter_.Fraction(MeterNow(start_ns));
     reclaim_first = p_.policy->ShouldReclaimFirst(facts);
     if (!reclaim_first && facts.move_time_fraction > 0) {
       GrowthFacts unmetered = facts;

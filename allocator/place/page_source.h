@@ -22,6 +22,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "allocator/base/call_clock.h"
 #include "allocator/base/metadata_arena.h"
 #include "allocator/obs/stats_book.h"
 #include "allocator/obs/trace.h"
@@ -56,6 +57,9 @@ class PageSource {
     // Pages of holes the request's own stream freed move without waiting for
     // the GPU (Options::defer_unmap; Note [Moving a page without waiting]).
     bool defer_unmap = false;
+    // The move meter's recent time is the process's CPU time rather than the
+    // wall clock's (Options::move_clock; Note [Move time budget]).
+    bool meter_cpu_time = false;
   };
   // Where pages may come from now.
   struct Scope {
@@ -130,6 +134,10 @@ class PageSource {
   // among the `count` it mapped.
   void MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
                   size_t count);
+  // The move meter's time at wall-clock time `wall_ns` (now).
+  int64_t MeterNow(int64_t wall_ns) const {
+    return p_.meter_cpu_time ? int64_t(ProcessCpuNs()) : wall_ns;
+  }
 
   const Parts p_;
   MoveMeter move_meter_;

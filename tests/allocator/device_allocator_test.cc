@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "allocator/obs/snapshot.h"
@@ -163,11 +164,17 @@ TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
 // than move_time_budget of the recent time: with 0, the first request that
 // needs pages moves them, and the next one, the moves' time now on the meter,
 // creates its pages instead (more memory, no driver time on moves); with 1
-// (no budget) it moves them too. Note [Move time budget] in docs/design.md.
+// (no budget) it moves them too; on either of move_clock's clocks. Note [Move
+// time budget] in docs/design.md.
 TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
-  for (const double budget : {0.0, 1.0}) {
+  for (const auto& [budget, clock] :
+       {std::pair{0.0, Options::MoveClock::kWall},
+        std::pair{1.0, Options::MoveClock::kWall},
+        std::pair{0.0, Options::MoveClock::kCpu},
+        std::pair{1.0, Options::MoveClock::kCpu}}) {
     Options o;
     o.move_time_budget = budget;
+    o.move_clock = clock;
     Fixture f = Make(64, o);
     // Two 4-page holes between 1-page blocks: the program's high water is 10
     // pages, and 2 are in use.

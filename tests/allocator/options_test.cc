@@ -26,8 +26,9 @@ bool SameOptions(const Options& a, const Options& b) {
          a.reclaim_before_grow == b.reclaim_before_grow &&
          a.grow_slack == b.grow_slack &&
          a.move_time_budget == b.move_time_budget &&
-         a.va_factor == b.va_factor && a.stats_at_exit == b.stats_at_exit &&
-         a.time_calls == b.time_calls && a.snapshot_path == b.snapshot_path &&
+         a.move_clock == b.move_clock && a.va_factor == b.va_factor &&
+         a.stats_at_exit == b.stats_at_exit && a.time_calls == b.time_calls &&
+         a.snapshot_path == b.snapshot_path &&
          a.oom_report_path == b.oom_report_path &&
          a.trace_entries == b.trace_entries &&
          a.bucket_sample == b.bucket_sample &&
@@ -114,6 +115,11 @@ TEST(Options, ErrorsNameTheKey) {
   EXPECT_FALSE(Options::Parse("grow_slack:-1").ok());
   EXPECT_EQ(Options::Parse("move_time_budget:0.1")->move_time_budget, 0.1);
   EXPECT_EQ(Options::Parse("move_time_budget:0")->move_time_budget, 0.0);
+  EXPECT_EQ(Options::Parse("")->move_clock, Options::MoveClock::kWall);
+  EXPECT_EQ(Options::Parse("move_clock:cpu")->move_clock,
+            Options::MoveClock::kCpu);
+  EXPECT_EQ(Options::Parse("move_clock:cpu,move_clock:wall")->move_clock,
+            Options::MoveClock::kWall);
   EXPECT_FALSE(Options::Parse("roundup_power2_divisions:[256:1").ok());
 }
 
@@ -179,6 +185,8 @@ TEST(Options, ErrorMessagesExactly) {
        R"(bad value '11' for key 'grow_slack': expected a fraction >= 0 (0.03 = 3%))"},
       {R"(move_time_budget:1.5)",
        R"(bad value '1.5' for key 'move_time_budget': expected a fraction in [0, 1] (0.02 = 2% of the time))"},
+      {R"(move_clock:monotonic)",
+       R"(bad value 'monotonic' for key 'move_clock': expected wall or cpu)"},
       {R"(va_factor:0)",
        R"(bad value '0' for key 'va_factor': expected 1 to 64)"},
       {R"(va_factor:65)",
@@ -217,7 +225,7 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "host_capacity_mb, host_granularity_kb, host_devices, "
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
-            "grow_slack, move_time_budget, grow_for_pending_frees, "
+            "grow_slack, move_time_budget, move_clock, grow_for_pending_frees, "
             "defer_unmap, va_factor, "
             "stats_at_exit, "
             "time_calls, snapshot_path, "

@@ -1,8 +1,10 @@
 // Unit tests of allocator/base's pure helpers: the call clock's conversion to
-// nanoseconds (call_clock.h), byte units and power-of-two arithmetic
-// (units.h), the configuration tokenizer (config_tokens.h) and HTML escaping
-// (html.h).
+// nanoseconds and the process CPU clock (call_clock.h), byte units and
+// power-of-two arithmetic (units.h), the configuration tokenizer
+// (config_tokens.h) and HTML escaping (html.h).
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allocator/base/call_clock.h"
@@ -28,6 +30,20 @@ TEST(CallClock, ASumNeverConvertsLowerLater) {
   EXPECT_GT(first, 0);
   EXPECT_NEAR(double(later), double(first), 0.02 * double(first));
   EXPECT_GE(CallTicksToNs(sum + sum / 10), later);
+}
+
+// The process's CPU time (Options::move_clock:cpu) advances while a thread
+// works and stands still while the process sleeps.
+TEST(CallClock, ProcessCpuTimeStandsStillWhileTheProcessSleeps) {
+  const uint64_t before_work = ProcessCpuNs();
+  const uint64_t start = CallTicksSlow();
+  while (CallTicksSlow() - start < 5000000) {
+  }
+  const uint64_t before_sleep = ProcessCpuNs();
+  EXPECT_GT(before_sleep, before_work);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LT(ProcessCpuNs() - before_sleep, uint64_t{100000000})
+      << "the CPU clock ran on while the process slept";
 }
 
 TEST(Units, AlignmentAndPowersOfTwo) {
