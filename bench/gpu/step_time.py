@@ -70,7 +70,9 @@ fragfree's move time budget (Note [Move time budget] in docs/design.md) counts
 the others' steps as time in which it moved nothing, so with N modes a fragfree
 process may move pages ~N times as long a step as it would alone; on a workload
 that moves pages, give fragfree modes 1/N of the budget for the run alone's
-behaviour (five modes: ff-native@move_time_budget:0.004).
+behaviour (five modes: ff-native@move_time_budget:0.004), or the meter the
+process's CPU time (ff-native@move_clock:cpu), which stands still while a
+process waits its turn.
 
 --probe N times N launches of a 1-element add_ before every timed step (outside
 its timing; µs a launch in the record's probe_us): the process's CPU speed at

@@ -7,11 +7,13 @@ Backings, each --gib GiB:
   vmm-pages   a reserved range with one 2 MiB handle mapped per page (how
               fragfree backs its arenas: every page its own handle)
   vmm-one     a reserved range with one handle of the whole size mapped once
-Kernels, every operand in the backing under test:
+Kernels, on the backing under test:
   copy        the second half copied over the first (sequential bandwidth)
   gather      index_select of random 4 KiB rows from the whole backing (the
               GPU's address translation under the most pressure)
   matmul      fp32 4096 x 4096 matmul (the FSDP workload's layer)
+The gather's and the matmul's outputs are in PyTorch's memory for every
+backing; their inputs and both sides of the copy are in the backing.
 Each round times every kernel on every backing with CUDA events, the
 backings' order shuffled per round; a kernel's time on a backing is divided by
 its time on cudaMalloc in the same round. Prints a table (median ratio and
@@ -59,12 +61,14 @@ def kernels(t, rows_gathered, seed):
     half = n // 2
     rows = t.view(-1, 1024)  # 4 KiB rows
     gen = torch.Generator(device=t.device).manual_seed(seed)
-    idx = torch.randint(0, rows.shape[0] - rows_gathered, (rows_gathered,),
+    idx = torch.randint(0, rows.shape[0], (rows_gathered,),
                         device=t.device, generator=gen)
-    out = rows[-rows_gathered:]  # the gather's output, in the backing too
+    # Outputs in PyTorch's own memory, alike for every backing (PyTorch
+    # refuses an output in the inputs' storage).
+    out = torch.empty(rows_gathered, 1024, device=t.device)
     a = t[:4096 * 4096].view(4096, 4096)
     b = t[4096 * 4096:2 * 4096 * 4096].view(4096, 4096)
-    c = t[2 * 4096 * 4096:3 * 4096 * 4096].view(4096, 4096)
+    c = torch.empty(4096, 4096, device=t.device)
     return {
         "copy": lambda: t[:half].copy_(t[half:2 * half]),
         "gather": lambda: torch.index_select(rows, 0, idx, out=out),
