@@ -6,10 +6,10 @@
 // grow_for_pending_frees, else allocated bytes), and reclaims cached pages
 // first past that, except while record_stream frees are pending (with
 // grow_for_pending_frees: Note [Pending frees count as in use]) and while
-// moving pages has taken more than move_time_budget of the recent wall-clock
-// time (Note [Move time budget]); True always reclaims first, False never.
-// Reclaim order: split remainders first (arena by arena, largest first), then
-// holes, oldest first (Note [Where pages come from]).
+// moving pages has taken more than move_time_budget of the recent time (wall
+// clock or CPU time: Note [Move time budget]); True always reclaims first,
+// False never. Reclaim order: split remainders first (arena by arena, largest
+// first), then holes, oldest first (Note [Where pages come from]).
 // Thread-safety: see placement_policy.h.
 #ifndef FRAGFREE_ALLOCATOR_PLACE_BEST_FIT_POLICY_H_
 #define FRAGFREE_ALLOCATOR_PLACE_BEST_FIT_POLICY_H_

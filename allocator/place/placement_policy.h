@@ -36,8 +36,8 @@ struct GrowthFacts {
   size_t block_bytes = 0;    // the request's block
   int64_t mapped_bytes = 0;  // mapped now
   size_t bytes_to_map = 0;   // the pages the request lacks
-  // Of the recent wall-clock time, the fraction spent moving pages
-  // (place/move_meter.h).
+  // Of the recent time (wall clock or process CPU time: Options::move_clock),
+  // the fraction spent moving pages (place/move_meter.h).
   double move_time_fraction = 0.0;
 };
 
