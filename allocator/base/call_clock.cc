@@ -7,17 +7,17 @@
 
 namespace fragfree {
 
-uint64_t CallTicksSlow() {
+namespace {
+uint64_t ReadNs(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
 }
+}  // namespace
 
-uint64_t ProcessCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
-}
+uint64_t CallTicksSlow() { return ReadNs(CLOCK_MONOTONIC); }
+
+uint64_t ProcessCpuNs() { return ReadNs(CLOCK_PROCESS_CPUTIME_ID); }
 
 namespace {
 struct Reading {

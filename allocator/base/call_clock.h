@@ -8,7 +8,8 @@
 // on virtualised x86-64 hosts, so the engine times every Malloc and Free only
 // with Options::time_calls. Thread-safety: CallTicks is a pure read;
 // CallTicksToNs is safe from any thread (its base reading is taken once, under
-// a function-local static's guard).
+// a function-local static's guard); ProcessCpuNs, the process's CPU time
+// (the move meter's other clock, Options::move_clock; a system call), too.
 #ifndef FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 #define FRAGFREE_ALLOCATOR_BASE_CALL_CLOCK_H_
 

@@ -10,10 +10,14 @@ process, alternated over rounds (CUDA events, median per round):
 
 Each backing holds a weight W (n x n fp32) and activations X (m x n) and Y
 (m x n); the timed work is Y = X @ W (GEMM) and W2.copy_(W) (a copy that
-streams W, bandwidth-bound). Prints a table of the medians and the ratios to
-cudamalloc with their min-max over rounds, then one JSON line.
+streams W, bandwidth-bound). With --gather-gib G it also holds G GiB of 4 KiB
+rows and times a gather of random rows from all of them (index_select into
+PyTorch's memory, up to 1 GiB of rows): the GPU's address translation under the
+most pressure. Prints a table of the medians and the ratios to cudamalloc with
+their min-max over rounds, then one JSON line.
 
   python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
+                                   [--gather-gib 4]
 """
 import argparse
 import ctypes
@@ -92,43 +96,54 @@ def main():
     ap.add_argument("--m", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--gather-gib", type=int, default=0,
+                    help="GiB of rows to gather from at random (0: no gather)")
     args = ap.parse_args()
     n, m = args.n, args.m
+    g_rows = (args.gather_gib << 30) // 4096  # rows of 1024 fp32
     torch.cuda.init()
     drv = Driver(torch.cuda.current_device())
     w_bytes, x_bytes = n * n * 4, m * n * 4
-    total = round_up(w_bytes, PAGE) * 2 + round_up(x_bytes, PAGE) * 2
+    total = round_up(w_bytes, PAGE) * 2 + round_up(x_bytes, PAGE) * 2 + g_rows * 4096
+    shapes = [(n, n), (n, n), (m, n), (m, n)] + ([(g_rows, 1024)] if g_rows else [])
     backings = {}
 
     def tensors(kind):
         if kind == "cudamalloc":
-            return [torch.empty(n, n, device="cuda"), torch.empty(n, n, device="cuda"),
-                    torch.empty(m, n, device="cuda"), torch.empty(m, n, device="cuda")], None
+            return [torch.empty(*shape, device="cuda") for shape in shapes], None
         region = VmmRegion(drv, total, PAGE if kind == "pages" else round_up(total, PAGE))
-        return [region.tensor(n, n), region.tensor(n, n), region.tensor(m, n),
-                region.tensor(m, n)], region
+        return [region.tensor(*shape) for shape in shapes], region
 
     for kind in ("cudamalloc", "pages", "one_handle"):
         ts, region = tensors(kind)
         for t in ts:
             t.normal_()
         backings[kind] = (ts, region)
-    ms = {k: {"gemm": [], "copy": []} for k in backings}
+    ops = ["gemm", "copy"] + (["gather"] if g_rows else [])
+    if g_rows:
+        picked = min(g_rows // 4, 1 << 18)
+        idx = torch.randint(0, g_rows, (picked,), device="cuda",
+                            generator=torch.Generator(device="cuda").manual_seed(0))
+        gathered = torch.empty(picked, 1024, device="cuda")  # alike for every backing
+    ms = {k: {op: [] for op in ops} for k in backings}
     for r in range(args.rounds):
         order = list(backings)
         order = order[r % len(order):] + order[:r % len(order)]
         for kind in order:
-            (w, w2, x, y), _ = backings[kind]
+            (w, w2, x, y, *g), _ = backings[kind]
             ms[kind]["gemm"].append(timed_ms(lambda: torch.matmul(x, w, out=y), args.iters))
             ms[kind]["copy"].append(timed_ms(lambda: w2.copy_(w), args.iters))
+            if g:
+                ms[kind]["gather"].append(timed_ms(
+                    lambda: torch.index_select(g[0], 0, idx, out=gathered), args.iters))
     print(f"handle size and GPU speed: n={n} m={m}, {args.rounds} rounds x {args.iters} iterations")
-    print("| backing | GEMM ms | / cudamalloc [min-max] | copy ms | / cudamalloc [min-max] |")
-    print("|---|---|---|---|---|")
+    print("| backing | " + " | ".join(f"{op} ms | / cudamalloc [min-max]" for op in ops) + " |")
+    print("|---|" + "---|---|" * len(ops))
     rows = {}
     for kind in backings:
         row = {}
         cells = []
-        for op in ("gemm", "copy"):
+        for op in ops:
             med = statistics.median(ms[kind][op])
             ratios = [a / b for a, b in zip(ms[kind][op], ms["cudamalloc"][op])]
             row[op] = {"ms": med, "ratio": statistics.median(ratios),
@@ -142,7 +157,7 @@ def main():
             torch.cuda.synchronize()
             region.close()
     print(json.dumps({"bench": "handle_size", "n": n, "m": m, "rounds": args.rounds,
-                      "iters": args.iters, "rows": rows}))
+                      "iters": args.iters, "gather_gib": args.gather_gib, "rows": rows}))
     return 0
 
 
