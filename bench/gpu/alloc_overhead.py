@@ -12,7 +12,10 @@ enable-native (fragfree.enable("native")). Each mode runs in its own process,
 the modes alternated --rounds times; prints the median per pattern and mode and
 the ratio to native. Patterns: "pair" (allocate and free one tensor, sizes
 cycling 4 KiB..64 MiB), "layer" (allocate 64 tensors of mixed sizes, then free
-them in allocation order), "lifo" (the same, freed in reverse).
+them in allocation order), "lifo" (the same, freed in reverse), "handoff"
+(FSDP's pattern: allocate on a side stream, hand the tensor to the current
+stream with record_stream, free it: the free records an event on the other
+stream, a later allocation checks it; sizes as "pair").
 """
 import argparse
 import json
@@ -52,13 +55,24 @@ def child(mode, iters):
             while xs:
                 xs.pop(0)
 
+    side = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+
+    def handoff(n):
+        for i in range(n):
+            with torch.cuda.stream(side):
+                x = torch.empty(sizes[i & 7], dtype=torch.uint8, device=dev)
+            x.record_stream(main)
+            del x
+
     def empty_loop(n):  # the Python loop and torch.empty's dispatch, no allocation
         for i in range(n):
             x = torch.empty(0, dtype=torch.uint8, device=dev)
             del x
 
     for name, fn in (("pair", lambda n: pair(n)), ("layer", lambda n: batch(n, False)),
-                     ("lifo", lambda n: batch(n, True)), ("zero_size", empty_loop)):
+                     ("lifo", lambda n: batch(n, True)), ("handoff", handoff),
+                     ("zero_size", empty_loop)):
         fn(iters // 10)  # warm up: the cache holds every size
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -99,7 +113,7 @@ def main():
                 print(f"{mode}: failed rc={r.returncode}\n{r.stderr[-2000:]}")
                 continue
             runs[mode].append(json.loads(line[0][7:]))
-    patterns = ["pair", "layer", "lifo", "zero_size"]
+    patterns = ["pair", "layer", "lifo", "handoff", "zero_size"]
     print("ns per allocation+free (median of %d rounds; ratio to native)" % args.rounds)
     print("%-14s" % "mode" + "".join("%20s" % p_ for p_ in patterns))
     base = {}

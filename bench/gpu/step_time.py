@@ -428,19 +428,35 @@ def median_ci(values):
 def step_ratio(ok, results, wl):
     """With --lockstep: each timed step against torch's step of the same index
     in the same round (the two ran within seconds of each other): the median
-    ratio with its 95% confidence interval, and the 10th-90th percentiles."""
-    base = {r["round"]: r["step_ms"] for r in results
-            if r["workload"] == wl and r["mode"] == "torch" and r.get("lockstep")
-            and not r.get("failed")}
+    ratio with its 95% confidence interval, and the 10th-90th percentiles.
+    With PyTorch's default run more than once a round (torch, torch#again),
+    also each step against the mean of those runs' steps of the same index
+    (step_ratio_controls): one PyTorch process's speed then moves the baseline
+    half as much, as control_ratio does for whole runs."""
+    controls = {}
+    for r in results:
+        if (r["workload"] == wl and r["mode"].partition("#")[0] == "torch"
+                and r.get("lockstep") and not r.get("failed")):
+            controls.setdefault(r["round"], {})[r["mode"]] = r["step_ms"]
+    base = {k: v["torch"] for k, v in controls.items() if "torch" in v}
     ratios = [a / b for r in ok if r.get("lockstep") and r["round"] in base
               for a, b in zip(r["step_ms"], base[r["round"]])]
     if len(ratios) < 2:
         return {}
     mid, lo, hi = median_ci(ratios)
     tenth = statistics.quantiles(ratios, n=10, method="inclusive")
-    return dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
-                step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
-                step_pairs=len(ratios))
+    out = dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
+               step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
+               step_pairs=len(ratios))
+    means = {k: [statistics.mean(steps) for steps in zip(*v.values())]
+             for k, v in controls.items() if len(v) >= 2}
+    to_means = [a / b for r in ok if r.get("lockstep") and r["round"] in means
+                for a, b in zip(r["step_ms"], means[r["round"]])]
+    if len(to_means) >= 2:
+        mid, lo, hi = median_ci(to_means)
+        out.update(step_ratio_controls=round(mid, 4),
+                   step_ratio_controls_ci=[round(lo, 4), round(hi, 4)])
+    return out
 
 
 def ratio_cell(row, key):
@@ -519,12 +535,19 @@ def table(rows, rounds):
             [(r, [f"{r['sync_ms']:.2f}", f"{100 * r['sync_share']:.1f}%"]) for r in waited])
     stepped = [r for r in rows if "step_ratio" in r]
     if stepped:
+        def ci_cell(r, key):
+            return "{:.3f} [{:.3f}–{:.3f}]".format(r[key], *r[key + "_ci"]) if key in r else ""
+        to_means = any("step_ratio_controls" in r for r in stepped)
         out += sub_table(
             "Step by step (--lockstep): each timed step ÷ torch's step of the same index and "
-            "round, run within seconds of it.",
-            ["median [95% CI]", "10th–90th percentile", "steps"],
-            [(r, ["{:.3f} [{:.3f}–{:.3f}]".format(r["step_ratio"], *r["step_ratio_ci"]),
-                  "{:.3f}–{:.3f}".format(*r["step_ratio_range"]), str(r["step_pairs"])])
+            "round, run within seconds of it" + (
+                "; and ÷ the mean of PyTorch's runs' steps of that index and round."
+                if to_means else "."),
+            ["median [95% CI]", "10th–90th percentile", "steps"] + (
+                ["÷ mean of PyTorch's steps: median [95% CI]"] if to_means else []),
+            [(r, [ci_cell(r, "step_ratio"), "{:.3f}–{:.3f}".format(*r["step_ratio_range"]),
+                  str(r["step_pairs"])] + ([ci_cell(r, "step_ratio_controls")] if to_means
+                                            else []))
              for r in stepped])
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:

@@ -154,3 +154,34 @@ def test_lockstep_kid_past_its_deadline_is_killed(tmp_path):
     assert not kid.until_ready(0.5)
     _, _, rc = kid.finish(0.5)
     assert rc == "timeout"
+
+
+def test_step_by_step_ratio_to_the_mean_of_pytorchs_steps():
+    torch_steps = [[100.0, 100.0, 100.0], [50.0, 50.0, 50.0]]
+    again_steps = [[120.0, 80.0, 100.0], [70.0, 50.0, 30.0]]
+    ff_steps = [[99.0, 90.0, 110.0], [60.0, 50.0, 40.0]]
+    runs = [lockstep_run("torch", r, s) for r, s in enumerate(torch_steps)]
+    runs += [lockstep_run("torch#again", r, s) for r, s in enumerate(again_steps)]
+    runs += [lockstep_run("ff-native", r, s) for r, s in enumerate(ff_steps)]
+    rows = rows_by_mode(runs, ["torch", "ff-native", "torch#again"])
+    native = rows["ff-native"]
+    # Means of PyTorch's steps: 110, 90, 100 and 60, 50, 40; ratios 0.9, 1.0,
+    # 1.1, 1.0, 1.0, 1.0: median 1.0. Against torch's alone: 0.99, 0.9, 1.1,
+    # 1.2, 1.0, 0.8: median 0.995.
+    assert native["step_ratio_controls"] == 1.0
+    assert native["step_ratio"] == 0.995
+    lo, hi = native["step_ratio_controls_ci"]
+    assert 0.9 <= lo <= 1.0 <= hi <= 1.1
+    text = step_time.table(list(rows.values()), 2)
+    assert "÷ mean of PyTorch's steps" in text
+    stepped = text.split("Step by step (--lockstep)")[1]
+    line = [l for l in stepped.splitlines() if l.startswith("| wl | ff-native |")][0]
+    assert line.startswith("| wl | ff-native | 0.995 [")
+    assert line.endswith("| 6 | 1.000 [0.900–1.100] |")
+
+
+def test_no_step_by_step_control_column_with_one_pytorch_run_a_round():
+    runs = [lockstep_run("torch", 0, [100.0, 100.0]), lockstep_run("ff-native", 0, [90.0, 110.0])]
+    rows = rows_by_mode(runs, ["torch", "ff-native"])
+    assert "step_ratio_controls" not in rows["ff-native"]
+    assert "mean of PyTorch's steps" not in step_time.table(list(rows.values()), 1)
