@@ -8,7 +8,12 @@ LD_PRELOAD's interposed cudaMallocAsync) and the engine:
 Modes: native (PyTorch's caching allocator), async (PyTorch's cudaMallocAsync
 backend on CUDA's own pool), preload (LD_PRELOAD=libfragfree.so, which selects
 that backend and serves it), enable (fragfree.enable(), pluggable),
-enable-native (fragfree.enable("native")). Each mode runs in its own process,
+enable-native (fragfree.enable("native")). Under LD_PRELOAD, PyTorch's allocator is
+fragfree's native adapter when the fragfree Python package is found, else
+PyTorch's cudaMallocAsync backend over the interposer (docs/preload.md); the
+child here puts no package on its path, so "preload" is the interposer unless one
+is installed, and the line the library prints to say which is reported under the
+table. Each mode runs in its own process,
 the modes alternated --rounds times; prints the median per pattern and mode and
 the ratio to native. Patterns: "pair" (allocate and free one tensor, sizes
 cycling 4 KiB..64 MiB), "layer" (allocate 64 tensors of mixed sizes, then free
@@ -95,6 +100,7 @@ def main():
         return
     modes = args.modes.split(",")
     runs = {m: [] for m in modes}
+    notices = {}
     for _ in range(args.rounds):
         for mode in modes:
             env = dict(os.environ)
@@ -113,6 +119,8 @@ def main():
                 print(f"{mode}: failed rc={r.returncode}\n{r.stderr[-2000:]}")
                 continue
             runs[mode].append(json.loads(line[0][7:]))
+            notices.update({mode: l for l in r.stderr.splitlines()
+                            if l.startswith("fragfree: LD_PRELOAD:")})
     patterns = ["pair", "layer", "lifo", "handoff", "zero_size"]
     print("ns per allocation+free (median of %d rounds; ratio to native)" % args.rounds)
     print("%-14s" % "mode" + "".join("%20s" % p_ for p_ in patterns))
@@ -128,6 +136,8 @@ def main():
             ratio = " (%.2fx)" % (med[p_] / base[p_]) if base else ""
             cells.append("%20s" % ("%.0f%s" % (med[p_], ratio)))
         print("%-14s" % mode + "".join(cells))
+    for mode, notice in notices.items():
+        print(f"{mode}: {notice}")
     print("RAW " + json.dumps(runs))
 
 

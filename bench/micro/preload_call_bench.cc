@@ -1,0 +1,118 @@
+// What a stream-ordered allocation costs on the CPU under LD_PRELOAD, and
+// where it goes (docs/preload.md, "What a call costs"): the CUDA runtime calls
+// that the interposer makes around the engine on every cudaMallocAsync and
+// cudaFreeAsync, each timed alone, and the whole pair three ways:
+//   BM_AsyncPair          cudaMallocAsync + cudaFreeAsync through the runtime's
+//                         symbols: CUDA's own pool when run bare, fragfree's
+//                         interposer under LD_PRELOAD=libfragfree.so
+//   BM_EnginePair         fragfree_malloc + fragfree_free (the pluggable
+//                         allocator's entry points: the engine without the
+//                         interposer), found in the preloaded library; skipped
+//                         when run bare
+//   BM_StreamIsCapturing, BM_CaptureModeExchange (a swap and its restore),
+//   BM_GetDevice          one runtime call each
+// BM_AsyncPair under LD_PRELOAD minus BM_EnginePair is the interposer's cost.
+// Sizes cycle over 4 KiB-64 MiB (as bench/gpu/alloc_overhead.py's "pair"), on
+// a stream created here. Needs a CUDA device; cudart is linked shared, so that
+// LD_PRELOAD interposes it.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "benchmark/benchmark.h"
+
+namespace {
+
+constexpr size_t kSizes[8] = {4096,     65536,    1 << 20, 3 << 20,
+                              16 << 20, 64 << 20, 12288,   786432};
+
+void Check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(err));
+    exit(1);
+  }
+}
+
+cudaStream_t Stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s;
+    Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+          "cudaStreamCreateWithFlags");
+    return s;
+  }();
+  return stream;
+}
+
+void BM_AsyncPair(benchmark::State& state) {
+  cudaStream_t s = Stream();
+  size_t i = 0;
+  for (auto _ : state) {
+    void* p = nullptr;
+    Check(cudaMallocAsync(&p, kSizes[i++ & 7], s), "cudaMallocAsync");
+    Check(cudaFreeAsync(p, s), "cudaFreeAsync");
+  }
+  Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+BENCHMARK(BM_AsyncPair);
+
+using MallocFn = void* (*)(size_t, int, void*);
+using FreeFn = void (*)(void*, size_t, int, void*);
+
+void BM_EnginePair(benchmark::State& state) {
+  auto engine_malloc =
+      reinterpret_cast<MallocFn>(dlsym(RTLD_DEFAULT, "fragfree_malloc"));
+  auto engine_free =
+      reinterpret_cast<FreeFn>(dlsym(RTLD_DEFAULT, "fragfree_free"));
+  if (engine_malloc == nullptr || engine_free == nullptr) {
+    state.SkipWithError("no fragfree_malloc: run under LD_PRELOAD");
+    return;
+  }
+  cudaStream_t s = Stream();
+  int device = 0;
+  Check(cudaGetDevice(&device), "cudaGetDevice");
+  size_t i = 0;
+  for (auto _ : state) {
+    const size_t size = kSizes[i++ & 7];
+    void* p = engine_malloc(size, device, s);
+    if (p == nullptr) {
+      state.SkipWithError("fragfree_malloc failed");
+      return;
+    }
+    engine_free(p, size, device, s);
+  }
+}
+BENCHMARK(BM_EnginePair);
+
+void BM_StreamIsCapturing(benchmark::State& state) {
+  cudaStream_t s = Stream();
+  for (auto _ : state) {
+    cudaStreamCaptureStatus status;
+    Check(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing");
+    benchmark::DoNotOptimize(status);
+  }
+}
+BENCHMARK(BM_StreamIsCapturing);
+
+void BM_CaptureModeExchange(benchmark::State& state) {
+  for (auto _ : state) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    Check(cudaThreadExchangeStreamCaptureMode(&mode), "exchange");
+    Check(cudaThreadExchangeStreamCaptureMode(&mode), "exchange back");
+  }
+}
+BENCHMARK(BM_CaptureModeExchange);
+
+void BM_GetDevice(benchmark::State& state) {
+  for (auto _ : state) {
+    int device;
+    Check(cudaGetDevice(&device), "cudaGetDevice");
+    benchmark::DoNotOptimize(device);
+  }
+}
+BENCHMARK(BM_GetDevice);
+
+}  // namespace
+
+BENCHMARK_MAIN();
