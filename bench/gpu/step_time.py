@@ -395,6 +395,13 @@ def probe_ratio(ok, results, wl):
                 ratio_probe_range=[round(min(ratios), 4), round(max(ratios), 4)])
 
 
+def pytorch_runs(results, wl):
+    """The finished runs of PyTorch's default allocator on `wl` (modes torch,
+    torch#again, ...): the baselines the ratios below divide by."""
+    return [r for r in results if r["workload"] == wl
+            and r["mode"].partition("#")[0] == "torch" and not r.get("failed")]
+
+
 def control_ratio(ok, results, wl):
     """With PyTorch's default run more than once a round (torch, torch#again):
     each run's median step against the mean of those runs' medians in its round
@@ -402,10 +409,8 @@ def control_ratio(ok, results, wl):
     baseline by half as much, and the controls' own rows show how far apart
     two identical processes land."""
     controls = {}
-    for r in results:
-        if (r["workload"] == wl and r["mode"].partition("#")[0] == "torch"
-                and not r.get("failed")):
-            controls.setdefault(r["round"], []).append(r["step_ms_median"])
+    for r in pytorch_runs(results, wl):
+        controls.setdefault(r["round"], []).append(r["step_ms_median"])
     base = {k: statistics.mean(v) for k, v in controls.items() if len(v) >= 2}
     ratios = [r["step_ms_median"] / base[r["round"]] for r in ok if r["round"] in base]
     if not ratios:
@@ -434,9 +439,8 @@ def step_ratio(ok, results, wl):
     (step_ratio_controls): one PyTorch process's speed then moves the baseline
     half as much, as control_ratio does for whole runs."""
     controls = {}
-    for r in results:
-        if (r["workload"] == wl and r["mode"].partition("#")[0] == "torch"
-                and r.get("lockstep") and not r.get("failed")):
+    for r in pytorch_runs(results, wl):
+        if r.get("lockstep"):
             controls.setdefault(r["round"], {})[r["mode"]] = r["step_ms"]
     base = {k: v["torch"] for k, v in controls.items() if "torch" in v}
     ratios = [a / b for r in ok if r.get("lockstep") and r["round"] in base
