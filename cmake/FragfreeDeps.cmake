@@ -108,6 +108,8 @@ if(FRAGFREE_WITH_CUDA)
     message(FATAL_ERROR "FRAGFREE_WITH_CUDA=ON but cuda.h was not found; install the CUDA toolkit "
                         "or configure with -DFRAGFREE_WITH_CUDA=OFF")
   endif()
+  # The toolkit's root (above include/): where the GPU tests and benchmarks look for nvcc and cudart.
+  get_filename_component(FRAGFREE_CUDA_ROOT ${FRAGFREE_CUDA_INCLUDE_DIR} DIRECTORY)
 endif()
 if(FRAGFREE_BUILD_TESTS)
   find_package(GTest REQUIRED)
