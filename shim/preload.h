@@ -127,8 +127,11 @@ PinnedCounters GetPinnedCounters();
 cudaError_t ToCuda(const absl::Status& status);
 
 // Puts the calling thread in relaxed stream-capture mode for a scope, so that
-// the engine's event queries are legal while another thread captures a graph
-// in global mode (as PyTorch does around cudaMalloc).
+// the preload layer's own runtime calls (stream queries and synchronizes) are
+// legal while another thread captures a graph in global mode (as PyTorch does
+// around cudaMalloc). Engine calls arm allocator/phys/capture_relax.h's
+// RelaxCaptureScope instead, which switches only if the engine calls the
+// driver.
 class RelaxedCapture {
  public:
   RelaxedCapture();

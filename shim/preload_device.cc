@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "allocator/phys/capture_relax.h"
 #include "shim/oom.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
@@ -67,7 +68,7 @@ cudaError_t StreamOrderedMalloc(void** ptr, size_t size, cudaStream_t stream,
   DeviceAllocator* d = Served(device);
   if (d == nullptr) return forward();
   NoteEngineStream(s);
-  RelaxedCapture relaxed;
+  RelaxCaptureScope relaxed;
   absl::StatusOr<void*> p = d->Malloc(size, s);
   // Out of memory: the whole report (and its files) goes with the error.
   if (!p.ok()) return ToCuda(OomStatus(*d, p.status()));
@@ -105,16 +106,17 @@ cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
   int stream_device = -1;
   err = StreamDevice(s, &stream_device);
   if (err != cudaSuccess) return err;
-  RelaxedCapture relaxed;
   if (stream_device != device) {
     // The engine's events belong to the owner's device: wait for the stream.
     auto sync = Real().cudaStreamSynchronize.get();
     if (sync == nullptr) return kNoRuntime;
+    RelaxedCapture relaxed;
     err = sync(reinterpret_cast<cudaStream_t>(s));
     if (err != cudaSuccess) return err;
   } else if (absl::Status st = d->RecordStream(ptr, s); !st.ok()) {
     return ToCuda(st);
   }
+  RelaxCaptureScope relaxed;
   return ToCuda(d->Free(ptr));
 }
 
@@ -122,6 +124,7 @@ cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
 }  // namespace fragfree::preload
 
 using fragfree::DeviceAllocator;
+using fragfree::RelaxCaptureScope;
 using fragfree::StreamHandle;
 using namespace fragfree::preload;  // NOLINT(build/namespaces): the C ABI edge
 
@@ -134,7 +137,7 @@ FF_INTERPOSE cudaError_t cudaMalloc(void** devPtr, size_t size) {
   if (CurrentDevice(&device) != cudaSuccess) return forward();
   DeviceAllocator* d = Served(device);
   if (d == nullptr) return forward();
-  RelaxedCapture relaxed;
+  RelaxCaptureScope relaxed;
   absl::StatusOr<void*> p = d->Malloc(size, kSyncArenaStream);
   // Out of memory: the whole report (and its files) goes with the error.
   if (!p.ok()) return ToCuda(OomStatus(*d, p.status()));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/base/metadata_arena.h"
+#include "allocator/phys/capture_relax.h"
 
 namespace fragfree {
 namespace {
@@ -91,6 +92,7 @@ absl::Status CudaDriver::ToStatus(CUresult result, const char* call,
 
 CudaContextScope::CudaContextScope(const CudaDriver& cu, CUcontext context)
     : cu_(cu) {
+  RelaxCaptureIfArmed(cu_);
   CUresult r = cu_.cuCtxGetCurrent(&previous_);
   if (r != CUDA_SUCCESS) {
     status_ = cu_.ToStatus(r, "cuCtxGetCurrent", __FILE__, __LINE__);

@@ -1,9 +1,12 @@
 // Implementation of cuda_events.h. Thread-safety: see there.
 #include "allocator/stream/cuda_events.h"
 
+#include "allocator/phys/capture_relax.h"
+
 namespace fragfree {
 
 absl::StatusOr<bool> QueryCudaEvent(const CudaDriver& cu, EventId event) {
+  RelaxCaptureIfArmed(cu);
   CUresult r = cu.cuEventQuery(reinterpret_cast<CUevent>(event));
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
@@ -11,6 +14,7 @@ absl::StatusOr<bool> QueryCudaEvent(const CudaDriver& cu, EventId event) {
 }
 
 absl::Status SynchronizeCudaEvent(const CudaDriver& cu, EventId event) {
+  RelaxCaptureIfArmed(cu);
   FF_CU_RETURN_IF_ERROR(cu,
                         cuEventSynchronize(reinterpret_cast<CUevent>(event)));
   return absl::OkStatus();

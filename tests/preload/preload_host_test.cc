@@ -168,13 +168,27 @@ void CheckStreams() {
   CHECK_EQ(cudaFreeAsync(q, a), cudaSuccess);
   CHECK(!Owned(q));
 
-  // Freed on a stream of another device: fragfree waits for that stream.
+  // Freed on a stream of another device: fragfree waits for that stream, in
+  // relaxed capture mode (a swap and its restore around the synchronize).
   cudaStream_t other = fake_stream_create(1);
   CHECK_EQ(cudaMallocAsync(&q, 4096, a), cudaSuccess);
   const int syncs = fake_calls("cudaStreamSynchronize");
+  const int swaps = fake_calls("cudaThreadExchangeStreamCaptureMode");
   CHECK_EQ(cudaFreeAsync(q, other), cudaSuccess);
   CHECK_EQ(fake_calls("cudaStreamSynchronize"), syncs + 1);
+  CHECK_EQ(fake_calls("cudaThreadExchangeStreamCaptureMode"), swaps + 2);
   CHECK(!Owned(q));
+
+  // Allocations and frees the engine serves without a driver call (the host
+  // backend never makes one) change no capture mode: the engine switches to
+  // relaxed mode only before a driver call (allocator/phys/capture_relax.h).
+  for (int i = 0; i < 16; ++i) {
+    CHECK_EQ(cudaMallocAsync(&q, 4096 << (i % 4), a), cudaSuccess);
+    CHECK_EQ(cudaFreeAsync(q, a), cudaSuccess);
+  }
+  CHECK_EQ(cudaMalloc(&q, 4096), cudaSuccess);
+  CHECK_EQ(cudaFreeAsync(q, a), cudaSuccess);
+  CHECK_EQ(fake_calls("cudaThreadExchangeStreamCaptureMode"), swaps + 2);
 
   // Not a stream: the runtime's error.
   CHECK_EQ(cudaMallocAsync(&q, 4096, reinterpret_cast<cudaStream_t>(0xdead0)),
