@@ -11,6 +11,9 @@
 //                         when run bare
 //   BM_StreamIsCapturing, BM_CaptureModeExchange (a swap and its restore),
 //   BM_GetDevice          one runtime call each
+//   BM_DriverStreamIsCapturing  the driver's cuStreamIsCapturing on the same
+//                         stream (libcuda.so.1 as the runtime loaded it): what
+//                         the runtime's call adds to the driver's
 // BM_AsyncPair under LD_PRELOAD minus BM_EnginePair is the interposer's cost.
 // Sizes cycle over 4 KiB-64 MiB (as bench/gpu/alloc_overhead.py's "pair"), on
 // a stream created here. Needs a CUDA device; cudart is linked shared, so that
@@ -94,6 +97,27 @@ void BM_StreamIsCapturing(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_StreamIsCapturing);
+
+void BM_DriverStreamIsCapturing(benchmark::State& state) {
+  cudaStream_t s = Stream();  // the runtime loads the driver first
+  using DriverIsCapturing = int (*)(cudaStream_t, int*);
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto is_capturing = reinterpret_cast<DriverIsCapturing>(
+      cuda == nullptr ? nullptr : dlsym(cuda, "cuStreamIsCapturing"));
+  if (is_capturing == nullptr) {
+    state.SkipWithError("libcuda.so.1 not loaded or no cuStreamIsCapturing");
+    return;
+  }
+  for (auto _ : state) {
+    int status = -1;  // CUstreamCaptureStatus
+    if (is_capturing(s, &status) != 0) {
+      state.SkipWithError("cuStreamIsCapturing failed");
+      return;
+    }
+    benchmark::DoNotOptimize(status);
+  }
+}
+BENCHMARK(BM_DriverStreamIsCapturing);
 
 void BM_CaptureModeExchange(benchmark::State& state) {
   for (auto _ : state) {
