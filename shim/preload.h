@@ -4,8 +4,8 @@
 // pools (their statistics answer from fragfree), the pinned-host counters, and
 // the mapping of fragfree errors to cudaError_t. The interposed cuda* functions
 // live in preload_device.cc, preload_streams.cc, preload_pool.cc and
-// preload_pinned.cc; the library constructor, fork and exit handling in
-// preload.cc.
+// preload_pinned.cc; the runtime queries every call asks in preload_queries.cc;
+// the library constructor, fork and exit handling in preload.cc.
 // Thread-safety: every function here is thread-safe. State is atomics, two
 // std::mutex (stream registry, pinned table) and one std::shared_mutex
 // (streams in use by cudaFree vs. cudaStreamDestroy); the fork handlers take
@@ -87,10 +87,6 @@ void NoteEngineStream(StreamHandle stream);
 // all prior work of every blocking stream. Call with ShareStreams() held until
 // the events are recorded.
 std::vector<StreamHandle> StreamsToFence(int device);
-// True while `stream` is capturing a graph; an error for a bad stream.
-// cudaErrorStreamCaptureImplicit (legacy stream while another stream
-// captures) counts as capturing.
-cudaError_t IsCapturing(StreamHandle stream, bool* capturing);
 // Held (shared) by cudaFree from choosing its streams until the engine has
 // recorded its events; cudaStreamDestroy holds it exclusively, so no stream is
 // destroyed while fragfree queries or records on it.
@@ -119,6 +115,15 @@ struct PinnedCounters {
   int64_t peak_live_bytes = 0;
 };
 PinnedCounters GetPinnedCounters();
+
+// --- Runtime queries (preload_queries.cc) ------------------------------------
+
+// The runtime's cudaGetDevice; kNoRuntime without a runtime.
+cudaError_t CurrentDevice(int* device);
+// True while `stream` is capturing a graph; an error for a bad stream.
+// cudaErrorStreamCaptureImplicit (legacy stream while another stream
+// captures) counts as capturing.
+cudaError_t IsCapturing(StreamHandle stream, bool* capturing);
 
 // --- Errors and capture (preload_state.cc) -----------------------------------
 

@@ -30,11 +30,6 @@
 namespace fragfree::preload {
 namespace {
 
-cudaError_t CurrentDevice(int* device) {
-  auto get_device = Real().cudaGetDevice.get();
-  return get_device != nullptr ? get_device(device) : kNoRuntime;
-}
-
 // The served device that owns `ptr`, or nullptr (then forward). The current
 // device is asked only when several devices are served.
 DeviceAllocator* FindOwner(const void* ptr, int* device) {

@@ -91,11 +91,6 @@ cudaError_t IpcError(const absl::Status& status) {
   }
 }
 
-cudaError_t CurrentDevice(int* device) {
-  auto get_device = Real().cudaGetDevice.get();
-  return get_device != nullptr ? get_device(device) : kNoRuntime;
-}
-
 // Drops one reference to the open at `ptr`: *last says whether it was the
 // last one. False when nothing was opened at `ptr` with cudaIpcOpenMemHandle.
 bool Unref(uintptr_t ptr, int* device, bool* last) {

@@ -22,12 +22,6 @@ std::atomic<int> max_served{0};
 std::array<std::atomic<cudaMemPool_t>, kMaxDevices> default_pools{};
 std::array<std::atomic<bool>, kMaxDevices> other_pool_current{};
 
-cudaError_t CurrentDevice(int* device) {
-  auto get_device = Real().cudaGetDevice.get();
-  if (get_device == nullptr) return kNoRuntime;
-  return get_device(device);
-}
-
 // Ownership lookups scan devices [0, max_served).
 DeviceAllocator* NoteServed(int device, DeviceAllocator* d) {
   int seen = max_served.load(std::memory_order_relaxed);

@@ -60,11 +60,6 @@ struct StreamCache {
 };
 thread_local StreamCache stream_cache;
 
-cudaError_t CurrentDevice(int* device) {
-  auto get_device = Real().cudaGetDevice.get();
-  return get_device != nullptr ? get_device(device) : kNoRuntime;
-}
-
 // The device of a stream the registry does not know (runtime errors as is).
 cudaError_t QueryDevice(StreamHandle stream, int* device) {
   if (auto get = Real().cudaStreamGetDevice.get()) {
@@ -238,20 +233,6 @@ std::vector<StreamHandle> StreamsToFence(int device) {
   out.push_back(kLegacyStream);
   out.push_back(kSyncArenaStream);
   return out;
-}
-
-cudaError_t IsCapturing(StreamHandle stream, bool* capturing) {
-  auto is_capturing = Real().cudaStreamIsCapturing.get();
-  if (is_capturing == nullptr) return kNoRuntime;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaError_t err =
-      is_capturing(reinterpret_cast<cudaStream_t>(stream), &status);
-  if (err == cudaErrorStreamCaptureImplicit) {
-    *capturing = true;
-    return cudaSuccess;
-  }
-  *capturing = status != cudaStreamCaptureStatusNone;
-  return err;
 }
 
 std::shared_lock<std::shared_mutex> ShareStreams() {

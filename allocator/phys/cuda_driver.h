@@ -46,6 +46,7 @@ namespace fragfree {
   X(cuEventQuery)                                                 \
   X(cuEventSynchronize)                                           \
   X(cuStreamGetCaptureInfo)                                       \
+  X(cuStreamIsCapturing)                                          \
   X(cuThreadExchangeStreamCaptureMode)                            \
   X(cuStreamSynchronize)                                          \
   X(cuStreamCreate)                                               \

@@ -5,15 +5,18 @@
 //   BM_AsyncPair          cudaMallocAsync + cudaFreeAsync through the runtime's
 //                         symbols: CUDA's own pool when run bare, fragfree's
 //                         interposer under LD_PRELOAD=libfragfree.so
+//   BM_AsyncPairDefaultStream  the same on the legacy default stream (PyTorch's
+//                         current stream unless the program sets one)
 //   BM_EnginePair         fragfree_malloc + fragfree_free (the pluggable
 //                         allocator's entry points: the engine without the
 //                         interposer), found in the preloaded library; skipped
 //                         when run bare
 //   BM_StreamIsCapturing, BM_CaptureModeExchange (a swap and its restore),
 //   BM_GetDevice          one runtime call each
-//   BM_DriverStreamIsCapturing  the driver's cuStreamIsCapturing on the same
-//                         stream (libcuda.so.1 as the runtime loaded it): what
-//                         the runtime's call adds to the driver's
+//   BM_DriverStreamIsCapturing, BM_DriverCtxGetDevice  the driver's
+//                         cuStreamIsCapturing (same stream) and cuCtxGetDevice
+//                         (libcuda.so.1 as the runtime loaded it): what the
+//                         runtime's calls add to the driver's
 // BM_AsyncPair under LD_PRELOAD minus BM_EnginePair is the interposer's cost.
 // Sizes cycle over 4 KiB-64 MiB (as bench/gpu/alloc_overhead.py's "pair"), on
 // a stream created here. Needs a CUDA device; cudart is linked shared, so that
@@ -48,8 +51,7 @@ cudaStream_t Stream() {
   return stream;
 }
 
-void BM_AsyncPair(benchmark::State& state) {
-  cudaStream_t s = Stream();
+void AsyncPairs(benchmark::State& state, cudaStream_t s) {
   size_t i = 0;
   for (auto _ : state) {
     void* p = nullptr;
@@ -58,7 +60,14 @@ void BM_AsyncPair(benchmark::State& state) {
   }
   Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
+
+void BM_AsyncPair(benchmark::State& state) { AsyncPairs(state, Stream()); }
 BENCHMARK(BM_AsyncPair);
+
+void BM_AsyncPairDefaultStream(benchmark::State& state) {
+  AsyncPairs(state, nullptr);
+}
+BENCHMARK(BM_AsyncPairDefaultStream);
 
 using MallocFn = void* (*)(size_t, int, void*);
 using FreeFn = void (*)(void*, size_t, int, void*);
@@ -98,12 +107,19 @@ void BM_StreamIsCapturing(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamIsCapturing);
 
-void BM_DriverStreamIsCapturing(benchmark::State& state) {
-  cudaStream_t s = Stream();  // the runtime loads the driver first
-  using DriverIsCapturing = int (*)(cudaStream_t, int*);
+// `name` in the driver the runtime loaded (after Stream(): the runtime is up),
+// or nullptr.
+void* DriverSymbol(const char* name) {
+  Stream();
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  auto is_capturing = reinterpret_cast<DriverIsCapturing>(
-      cuda == nullptr ? nullptr : dlsym(cuda, "cuStreamIsCapturing"));
+  return cuda == nullptr ? nullptr : dlsym(cuda, name);
+}
+
+void BM_DriverStreamIsCapturing(benchmark::State& state) {
+  cudaStream_t s = Stream();
+  using DriverIsCapturing = int (*)(cudaStream_t, int*);
+  auto is_capturing =
+      reinterpret_cast<DriverIsCapturing>(DriverSymbol("cuStreamIsCapturing"));
   if (is_capturing == nullptr) {
     state.SkipWithError("libcuda.so.1 not loaded or no cuStreamIsCapturing");
     return;
@@ -118,6 +134,25 @@ void BM_DriverStreamIsCapturing(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DriverStreamIsCapturing);
+
+void BM_DriverCtxGetDevice(benchmark::State& state) {
+  using DriverCtxGetDevice = int (*)(int*);
+  auto get_device =
+      reinterpret_cast<DriverCtxGetDevice>(DriverSymbol("cuCtxGetDevice"));
+  if (get_device == nullptr) {
+    state.SkipWithError("libcuda.so.1 not loaded or no cuCtxGetDevice");
+    return;
+  }
+  for (auto _ : state) {
+    int device = -1;  // CUdevice
+    if (get_device(&device) != 0) {
+      state.SkipWithError("cuCtxGetDevice failed");
+      return;
+    }
+    benchmark::DoNotOptimize(device);
+  }
+}
+BENCHMARK(BM_DriverCtxGetDevice);
 
 void BM_CaptureModeExchange(benchmark::State& state) {
   for (auto _ : state) {

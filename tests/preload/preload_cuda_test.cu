@@ -337,6 +337,32 @@ void CheckThreads() {
   CHECK(bad.load() == 0);
 }
 
+// A thread whose first CUDA call is a stream-ordered allocation on the legacy
+// default stream (PyTorch's current stream unless set): no context is current
+// on it yet, so the interposer's device and capture queries go to the runtime
+// (shim/preload_queries.cc), which sets one up; fragfree serves the block, and
+// the next calls on that thread find the context.
+void CheckFreshThread() {
+  std::atomic<int> bad{0};
+  std::thread fresh([&bad] {
+    for (int i = 0; i < 3; ++i) {
+      float* p = nullptr;
+      if (cudaMallocAsync(reinterpret_cast<void**>(&p), kN * sizeof(float),
+                          nullptr) != cudaSuccess ||
+          !Owned(p)) {
+        ++bad;
+        return;
+      }
+      Fill<<<kBlocks, kThreads>>>(p, kN, float(i));
+      if (!AllEqual(p, kN, float(i))) ++bad;
+      if (cudaFreeAsync(p, nullptr) != cudaSuccess) ++bad;
+    }
+    if (cudaStreamSynchronize(nullptr) != cudaSuccess) ++bad;
+  });
+  fresh.join();
+  CHECK(bad.load() == 0);
+}
+
 // A stream that allocated through fragfree is retired in the engine and then
 // really destroyed, even with work in flight: memory freed on it in stream
 // order is not handed to another stream before that work completes, a block
@@ -468,6 +494,8 @@ int main(int, char** argv) {
   CheckCapture(s1, out);
   Step("threads");
   CheckThreads();
+  Step("fresh thread");
+  CheckFreshThread();
   Step("destroyed stream");
   CheckDestroyedStream(out);
   Step("final state");
