@@ -107,50 +107,41 @@ void BM_StreamIsCapturing(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamIsCapturing);
 
-// `name` in the driver the runtime loaded (after Stream(): the runtime is up),
-// or nullptr.
-void* DriverSymbol(const char* name) {
+// Times `call` on the driver's function `name` (libcuda.so.1 as the runtime
+// loaded it: Stream() brings the runtime up first); `call(fn, &out)` returns
+// the CUresult as an int and writes one int.
+template <typename Fn, typename Call>
+void DriverCalls(benchmark::State& state, const char* name, Call call) {
   Stream();
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return cuda == nullptr ? nullptr : dlsym(cuda, name);
-}
-
-void BM_DriverStreamIsCapturing(benchmark::State& state) {
-  cudaStream_t s = Stream();
-  using DriverIsCapturing = int (*)(cudaStream_t, int*);
-  auto is_capturing =
-      reinterpret_cast<DriverIsCapturing>(DriverSymbol("cuStreamIsCapturing"));
-  if (is_capturing == nullptr) {
-    state.SkipWithError("libcuda.so.1 not loaded or no cuStreamIsCapturing");
+  auto fn = reinterpret_cast<Fn>(cuda == nullptr ? nullptr : dlsym(cuda, name));
+  if (fn == nullptr) {
+    state.SkipWithError("libcuda.so.1 not loaded or a driver function missing");
     return;
   }
   for (auto _ : state) {
-    int status = -1;  // CUstreamCaptureStatus
-    if (is_capturing(s, &status) != 0) {
-      state.SkipWithError("cuStreamIsCapturing failed");
+    int out = -1;
+    if (call(fn, &out) != 0) {
+      state.SkipWithError("the driver call failed");
       return;
     }
-    benchmark::DoNotOptimize(status);
+    benchmark::DoNotOptimize(out);
   }
+}
+
+void BM_DriverStreamIsCapturing(benchmark::State& state) {
+  using IsCapturing = int (*)(cudaStream_t, int*);  // CUstreamCaptureStatus*
+  DriverCalls<IsCapturing>(
+      state, "cuStreamIsCapturing",
+      [s = Stream()](IsCapturing fn, int* status) { return fn(s, status); });
 }
 BENCHMARK(BM_DriverStreamIsCapturing);
 
 void BM_DriverCtxGetDevice(benchmark::State& state) {
-  using DriverCtxGetDevice = int (*)(int*);
-  auto get_device =
-      reinterpret_cast<DriverCtxGetDevice>(DriverSymbol("cuCtxGetDevice"));
-  if (get_device == nullptr) {
-    state.SkipWithError("libcuda.so.1 not loaded or no cuCtxGetDevice");
-    return;
-  }
-  for (auto _ : state) {
-    int device = -1;  // CUdevice
-    if (get_device(&device) != 0) {
-      state.SkipWithError("cuCtxGetDevice failed");
-      return;
-    }
-    benchmark::DoNotOptimize(device);
-  }
+  using CtxGetDevice = int (*)(int*);  // CUdevice*
+  DriverCalls<CtxGetDevice>(
+      state, "cuCtxGetDevice",
+      [](CtxGetDevice fn, int* device) { return fn(device); });
 }
 BENCHMARK(BM_DriverCtxGetDevice);
 
