@@ -42,6 +42,7 @@ class Out {
 
  private:
   static constexpr size_t kSize = size_t{1} << 16;
+  static_assert(kMaxToken <= kSize, "a token must fit an empty buffer");
   absl::FunctionRef<bool(std::string_view)> write_;
   std::unique_ptr<char[]> buf_;
   char* p_;

@@ -124,14 +124,6 @@ FsdpResult RunFsdp(int steps, uint64_t lag, Options options = Options(),
   return result;
 }
 
-int64_t MaxRemapsAfter(const FsdpResult& r, int warmup) {
-  int64_t m = 0;
-  for (size_t i = warmup; i < r.steps.size(); ++i) {
-    m = std::max(m, r.steps[i].remapped);
-  }
-  return m;
-}
-
 double MeanRemapsAfter(const FsdpResult& r, int warmup) {
   int64_t total = 0;
   for (size_t i = warmup; i < r.steps.size(); ++i) total += r.steps[i].remapped;

@@ -102,7 +102,7 @@ TraceLog RandomTrace(std::mt19937_64& rng, size_t n,
     e.stream = rng() % 2 == 0 ? Number(rng) : 0;
     log.entries.push_back(e);
     last_us = std::max(last_us, (ns0 + 128 * k) / 1000);
-    expected->push_back({action, e.addr, e.size, e.stream, last_us});
+    expected->push_back({action, e.addr, e.size, e.stream, last_us, 0});
   }
   k += 1 + int64_t(rng() % 1000);
   log.readings = {{t0, ns0}, {t0 + 256 * uint64_t(k), ns0 + 128 * k}};

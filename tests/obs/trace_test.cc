@@ -139,7 +139,9 @@ TEST(TraceRing, TimesAreUnixMicrosecondsInOrder) {
       EXPECT_GE(events[i].time_us, before[i] - 2) << i;
       EXPECT_LE(events[i].time_us, after[i] + 2) << i;
     }
-    if (i > 0) EXPECT_GE(events[i].time_us, events[i - 1].time_us) << i;
+    if (i > 0) {
+      EXPECT_GE(events[i].time_us, events[i - 1].time_us) << i;
+    }
   }
 }
 

@@ -84,7 +84,9 @@ class ArenaTest : public ::testing::Test {
     for (const Block* b = arena_->first_block(); b != nullptr; b = b->next) {
       EXPECT_EQ(b->addr, at);
       EXPECT_EQ(b->prev, prev);
-      if (prev != nullptr) EXPECT_FALSE(prev->is_free() && b->is_free());
+      if (prev != nullptr) {
+        EXPECT_FALSE(prev->is_free() && b->is_free());
+      }
       EXPECT_EQ(b->prev_free, prev != nullptr && prev->is_free()) << b->addr;
       EXPECT_EQ(b->next_free, b->next != nullptr && b->next->is_free())
           << b->addr;
