@@ -118,7 +118,8 @@ PinnedCounters GetPinnedCounters();
 
 // --- Runtime queries (preload_queries.cc) ------------------------------------
 
-// The runtime's cudaGetDevice; kNoRuntime without a runtime.
+// The calling thread's current device, as cudaGetDevice answers; kNoRuntime
+// without a runtime.
 cudaError_t CurrentDevice(int* device);
 // True while `stream` is capturing a graph; an error for a bad stream.
 // cudaErrorStreamCaptureImplicit (legacy stream while another stream

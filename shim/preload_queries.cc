@@ -6,21 +6,31 @@
 // when it succeeds (or reports an implicit capture); any other result goes to
 // the runtime, which then answers exactly as it would have alone: it creates
 // the context a first call needs, and its errors are its own.
+// The driver is asked only when the engine's devices are CUDA's (the `cuda`
+// backend): with an emulated backend the runtime may be a test's stand-in
+// (tests/preload), whose stream handles the driver never made.
 // Thread-safety: the driver table is resolved once (a function-local static)
 // and read-only after; nothing else is shared.
 #include <cuda.h>
 
+#include "allocator/phys/backend_registry.h"
 #include "allocator/phys/cuda_driver.h"
 #include "shim/preload.h"
 #include "shim/preload_real.h"
+#include "shim/runtime.h"
 
 namespace fragfree::preload {
 namespace {
 
-// nullptr without a usable driver (host tests with the fake runtime): every
-// question then goes to the runtime.
+// nullptr without a usable driver or on an emulated backend: every question
+// then goes to the runtime.
 const CudaDriver* Driver() {
-  static const CudaDriver* const driver = [] {
+  static const CudaDriver* const driver = []() -> const CudaDriver* {
+    Runtime& rt = Runtime::Get();
+    // DeviceCount loads FRAGFREE_CONF (options() alone would not).
+    if (!rt.DeviceCount().ok() || FindBackend(rt.options().backend)->emulated) {
+      return nullptr;
+    }
     absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
     return cu.ok() ? *cu : nullptr;
   }();
