@@ -304,7 +304,10 @@ bool DeviceAllocator::MayMove(const Arena* arena) const {
 
 absl::Status DeviceAllocator::MapUnder(Block* block, size_t count,
                                        RequestState* request) {
-  auto may_move = [&](const Arena* a) { return MayMove(a); };
+  auto may_move = [&](const Arena* a) {
+    mu_.AssertHeld();
+    return MayMove(a);
+  };
   return source_.MapUnder(
       block, count, {capturing_ > 0, may_move, block->arena->stream_slot()},
       request);
@@ -425,7 +428,10 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (absl::Status s = source_.UnmapDetached(); !s.ok()) return s;
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
   PageList pages;
-  auto may_move = [&](const Arena* a) { return MayMove(a); };
+  auto may_move = [&](const Arena* a) {
+    mu_.AssertHeld();
+    return MayMove(a);
+  };
   absl::Status s = source_.Reclaim(SIZE_MAX, /*wait=*/true,
                                    {/*capturing=*/false, may_move}, &pages);
   for (PageId p : pages) pages_.ReturnIdle(p);

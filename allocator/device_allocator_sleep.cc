@@ -167,7 +167,10 @@ absl::Status DeviceAllocator::WaitForTagUsers(
   // Frees waiting for other streams (record_stream): wait, then release.
   if (absl::Status s =
           order_.pending().CollectIf([&](Block* b) { return ours(b->arena); },
-                                     [&](Block* b) { ReturnBlockToArena(b); });
+                                     [&](Block* b) {
+                                       mu_.AssertHeld();
+                                       ReturnBlockToArena(b);
+                                     });
       !s.ok()) {
     return s;
   }

@@ -41,8 +41,10 @@ uint32_t DeviceAllocator::SlotDuringCapture(StreamHandle stream) {
 }
 
 absl::Status DeviceAllocator::ProcessPending(bool wait) {
-  return order_.pending().Collect(
-      wait, [&](Block* block) { ReturnBlockToArena(block); });
+  return order_.pending().Collect(wait, [&](Block* block) {
+    mu_.AssertHeld();
+    ReturnBlockToArena(block);
+  });
 }
 
 absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
@@ -72,6 +74,7 @@ absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {
   // Every live slot of this handle: the default one, graph pools', tags'.
   if (absl::Status s = order_.Retire(stream,
                                      [&](uint32_t slot) {
+                                       mu_.AssertHeld();
                                        for (const auto& list :
                                             streams_[slot].arenas) {
                                          for (Arena* arena : list) {
@@ -107,6 +110,7 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
     return absl::OkStatus();
   }
   absl::Status status = order_.SweepRetired([&](uint32_t slot, bool* holds) {
+    mu_.AssertHeld();
     StreamState& st = streams_[slot];
     absl::Status first;
     // A graph pool's memory stays with it until the pool is released.

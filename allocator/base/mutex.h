@@ -42,6 +42,9 @@ class ABSL_LOCKABLE Mutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // Tells the thread-safety analysis that the caller holds this lock (for a
+  // lambda that a function holding it passes on); checks nothing at run time.
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
  private:
   std::mutex mu_;
@@ -70,6 +73,9 @@ class ABSL_LOCKABLE Mutex {
       Wake();
     }
   }
+  // Tells the thread-safety analysis that the caller holds this lock (for a
+  // lambda that a function holding it passes on); checks nothing at run time.
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
  private:
   static constexpr uint32_t kUnlocked = 0;
