@@ -442,9 +442,12 @@ def step_ratio(ok, results, wl):
     for r in pytorch_runs(results, wl):
         if r.get("lockstep"):
             controls.setdefault(r["round"], {})[r["mode"]] = r["step_ms"]
-    base = {k: v["torch"] for k, v in controls.items() if "torch" in v}
-    ratios = [a / b for r in ok if r.get("lockstep") and r["round"] in base
-              for a, b in zip(r["step_ms"], base[r["round"]])]
+
+    def per_step(base):  # each lockstep step ÷ base[round][its index]
+        return [a / b for r in ok if r.get("lockstep") and r["round"] in base
+                for a, b in zip(r["step_ms"], base[r["round"]])]
+
+    ratios = per_step({k: v["torch"] for k, v in controls.items() if "torch" in v})
     if len(ratios) < 2:
         return {}
     mid, lo, hi = median_ci(ratios)
@@ -452,10 +455,8 @@ def step_ratio(ok, results, wl):
     out = dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
                step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
                step_pairs=len(ratios))
-    means = {k: [statistics.mean(steps) for steps in zip(*v.values())]
-             for k, v in controls.items() if len(v) >= 2}
-    to_means = [a / b for r in ok if r.get("lockstep") and r["round"] in means
-                for a, b in zip(r["step_ms"], means[r["round"]])]
+    to_means = per_step({k: [statistics.mean(steps) for steps in zip(*v.values())]
+                         for k, v in controls.items() if len(v) >= 2})
     if len(to_means) >= 2:
         mid, lo, hi = median_ci(to_means)
         out.update(step_ratio_controls=round(mid, 4),
