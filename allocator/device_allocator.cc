@@ -334,7 +334,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::ReturnBlockToArena(
   if (order_.retired(arena->stream_slot())) order_.MarkRetiredDirty();
 }
 
-absl::Status DeviceAllocator::Free(void* ptr) {
+absl::Status DeviceAllocator::Free(void* ptr, bool* owned) {
+  if (owned != nullptr) *owned = ptr != nullptr;
   if (ptr == nullptr) return absl::OkStatus();
   // The live-table probe misses the caches once thousands of blocks are live:
   // start it before the lock (LiveTable::Prefetch needs none).
@@ -342,9 +343,13 @@ absl::Status DeviceAllocator::Free(void* ptr) {
   MutexLock lock(&mu_);
   // Timed only with time_calls (two clock reads: Options::time_calls).
   ScopedCallTimer timer(options_.time_calls ? &call_ticks_ : nullptr);
-  stats_.alloc_cpu_calls += options_.time_calls;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
   LiveEntry* it = live_.Find(addr);
+  if (it == nullptr && owned != nullptr) {
+    *owned = false;  // another device's, perhaps: not this one's error
+    return absl::OkStatus();
+  }
+  stats_.alloc_cpu_calls += options_.time_calls;
   if (it == nullptr) {
     ++stats_.invalid_frees;
     return absl::InvalidArgumentError(DescribeBadPointer(addr));

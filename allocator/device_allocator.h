@@ -90,7 +90,16 @@ class DeviceAllocator : public MetadataObject {
       ABSL_LOCKS_EXCLUDED(mu_);
   // InvalidArgument for pointers that are not a live allocation of this device
   // (unknown, double free, interior pointer); nothing is changed then.
-  absl::Status Free(void* ptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Free(void* ptr) ABSL_LOCKS_EXCLUDED(mu_) {
+    return Free(ptr, nullptr);
+  }
+  // As Free(ptr), for a caller that does not know which device owns `ptr`
+  // (ff_free with FF_DEVICE_OWNER, the native adapter's deleter): when `ptr`
+  // is not a live allocation of this device, *owned is false and nothing is
+  // changed or counted (no error, no invalid_frees); else *owned is true and
+  // the result is Free's. One lock and one live-table probe, where asking
+  // AllocationSize first took two of each.
+  absl::Status Free(void* ptr, bool* owned) ABSL_LOCKS_EXCLUDED(mu_);
   // `stream` also uses the block: it is not reused before that work completes.
   absl::Status RecordStream(void* ptr, StreamHandle stream)
       ABSL_LOCKS_EXCLUDED(mu_);

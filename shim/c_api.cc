@@ -149,7 +149,16 @@ ff_status_t ff_free(void* ptr, int device) {
   if (ptr == nullptr) return FF_OK;
   Runtime& rt = Runtime::Get();
   if (device < 0) {  // FF_DEVICE_OWNER (any negative value, as ever)
-    if (DeviceAllocator* d = OwnerOf(ptr)) return rt.Report(d->Free(ptr));
+    // The native adapter's every free: each device in use is asked to free
+    // `ptr` if it is one of its live allocations (one lock and one probe on
+    // the owner), in OwnerOf's order.
+    for (int i = 0; i < fragfree::kMaxDevices; ++i) {
+      DeviceAllocator* d = rt.Existing(i);
+      if (d == nullptr) continue;
+      bool owned = false;
+      absl::Status st = d->Free(ptr, &owned);
+      if (owned) return rt.Report(st);
+    }
     return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
         "ff_free: pointer %p is not a live fragfree allocation on any device",
         ptr)));

@@ -2,8 +2,12 @@
 is judged against the build before it in one run on one machine.
 
   python3 bench/micro/hot_ab.py [--rounds 6] [--live 100,1000,10000]
-      [--min-time 0.3] [--budget-s 0] NAME=BINARY NAME=BINARY ...
+      [--min-time 0.3] [--budget-s 0] [--entry pluggable|adapter]
+      NAME=BINARY NAME=BINARY ...
   python3 bench/micro/hot_ab.py --callgrind [--ll-bytes 2097152] NAME=BINARY ...
+
+--entry: the pairs through PyTorch's pluggable ABI (BM_SteadyPairs, the
+default) or through the native adapter's calls (BM_SteadyPairsAdapter).
 
 Wall clock (default): every round runs each binary once
 (--benchmark_filter=SteadyPairs/(N|N...)$), the binaries' order rotated by one
@@ -35,16 +39,26 @@ import sys
 import tempfile
 import time
 
-_LINE = re.compile(r"BM_SteadyPairs/(\d+)\s.*?p50_ns=([0-9.]+)([kM]?)\s.*?p99_ns=([0-9.]+)([kM]?)")
-_ERROR = re.compile(r"BM_SteadyPairs/(\d+)\s+ERROR OCCURRED: '([^']*)'")
+# The benchmark of each --entry (bench/micro/steady_state_bench.cc): pairs through
+# PyTorch's pluggable ABI, or through the native adapter's calls.
+BENCHMARKS = {"pluggable": "SteadyPairs", "adapter": "SteadyPairsAdapter"}
+
+
+def _line(bench):
+    return re.compile(r"BM_%s/(\d+)\s.*?p50_ns=([0-9.]+)([kM]?)\s.*?p99_ns=([0-9.]+)([kM]?)" % bench)
+
+
+def _error(bench):
+    return re.compile(r"BM_%s/(\d+)\s+ERROR OCCURRED: '([^']*)'" % bench)
 _SCALE = {"": 1.0, "k": 1e3, "M": 1e6}
 CALLGRIND_EVENTS = ("Ir", "D1mr", "DLmr", "DLmw", "Bcm")
 
 
-def parse_bench_output(text):
-    """{live count: (p50 ns, p99 ns)} from Google Benchmark's console output."""
+def parse_bench_output(text, bench="SteadyPairs"):
+    """{live count: (p50 ns, p99 ns)} of BM_<bench> from Google Benchmark's
+    console output."""
     out = {}
-    for m in _LINE.finditer(text):
+    for m in _line(bench).finditer(text):
         out[int(m.group(1))] = (float(m.group(2)) * _SCALE[m.group(3)],
                                 float(m.group(4)) * _SCALE[m.group(5)])
     return out
@@ -130,11 +144,11 @@ def format_callgrind(results):
     return "\n".join(lines)
 
 
-def _filter(lives):
-    return "--benchmark_filter=SteadyPairs/(%s)$" % "|".join(str(n) for n in lives)
+def _filter(lives, bench):
+    return "--benchmark_filter=%s/(%s)$" % (bench, "|".join(str(n) for n in lives))
 
 
-def run_wall(binaries, lives, rounds, min_time, budget_s):
+def run_wall(binaries, lives, rounds, min_time, budget_s, bench):
     names = list(binaries)
     results, start = [], time.monotonic()
     for rnd in range(rounds):
@@ -142,12 +156,12 @@ def run_wall(binaries, lives, rounds, min_time, budget_s):
             break
         this = {}
         for name in round_order(names, rnd):
-            proc = subprocess.run([binaries[name], _filter(lives),
+            proc = subprocess.run([binaries[name], _filter(lives, bench),
                                    "--benchmark_min_time=%g" % min_time],
                                   capture_output=True, text=True)
             text = proc.stdout + proc.stderr
-            this[name] = parse_bench_output(text)
-            for m in _ERROR.finditer(text):  # the benchmark's own checks
+            this[name] = parse_bench_output(text, bench)
+            for m in _error(bench).finditer(text):  # the benchmark's own checks
                 sys.stderr.write("%s, %s live blocks: %s\n" % (name, m.group(1), m.group(2)))
             if proc.returncode != 0 or not this[name]:
                 sys.stderr.write("%s exited %d:\n%s\n" % (name, proc.returncode, proc.stderr[-2000:]))
@@ -158,7 +172,7 @@ def run_wall(binaries, lives, rounds, min_time, budget_s):
     print(format_wall(summarise_wall(results, names, lives), names[0]))
 
 
-def run_callgrind(binaries, lives, min_time, ll_bytes):
+def run_callgrind(binaries, lives, min_time, ll_bytes, bench):
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for live in lives:
@@ -166,7 +180,7 @@ def run_callgrind(binaries, lives, min_time, ll_bytes):
                 out = os.path.join(tmp, "cg.%s.%d" % (name, live))
                 subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
                                 "--collect-atstart=no", "--cache-sim=yes", "--branch-sim=yes",
-                                "--LL=%d,16,64" % ll_bytes, binary, _filter([live]),
+                                "--LL=%d,16,64" % ll_bytes, binary, _filter([live], bench),
                                 "--benchmark_min_time=%g" % min_time],
                                check=True, capture_output=True)
                 with open(out) as f:
@@ -184,6 +198,7 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=0)
     p.add_argument("--callgrind", action="store_true")
     p.add_argument("--ll-bytes", type=int, default=2 << 20)
+    p.add_argument("--entry", choices=sorted(BENCHMARKS), default="pluggable")
     args = p.parse_args(argv)
     binaries = {}
     for b in args.binaries:
@@ -197,9 +212,10 @@ def main(argv=None):
         binaries[name] = path
     lives = [int(x) for x in args.live.split(",")]
     if args.callgrind:
-        run_callgrind(binaries, lives, args.min_time, args.ll_bytes)
+        run_callgrind(binaries, lives, args.min_time, args.ll_bytes, BENCHMARKS[args.entry])
     else:
-        run_wall(binaries, lives, args.rounds, args.min_time, args.budget_s)
+        run_wall(binaries, lives, args.rounds, args.min_time, args.budget_s,
+                 BENCHMARKS[args.entry])
 
 
 if __name__ == "__main__":

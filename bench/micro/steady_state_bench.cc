@@ -10,7 +10,9 @@
 // run where more than 1 pair in 10,000 mapped or unmapped is an error. p50_ns /
 // p99_ns: each pair timed on its own with the TSC (raw: tare_ns is the median
 // cost of the two TSC reads alone, p50_net_ns = p50_ns - tare_ns). Target on
-// the H200's CUDA backend: p50 <= 200 ns, p99 <= 1 us.
+// the H200's CUDA backend: p50 <= 200 ns, p99 <= 1 us. BM_SteadyPairsAdapter:
+// the same pairs through the native adapter's calls (ff_malloc, and ff_free
+// with FF_DEVICE_OWNER: its deleter is given only the pointer).
 //
 // The mapping path on its own (BM_MapPages/N): map N pages and make them
 // accessible (one SetAccess over the range, as Arena::MapPages does for a
@@ -142,7 +144,26 @@ double TareNs() {
   return double(ticks[ticks.size() / 2]) * NsPerTick();
 }
 
-void BM_SteadyPairs(benchmark::State& state) {
+// Which entry points a pair goes through: PyTorch's pluggable allocator ABI
+// (fragfree_malloc / fragfree_free with the device PyTorch passes), or the
+// native adapter's calls (ff_malloc, and ff_free with FF_DEVICE_OWNER: its
+// deleter knows only the pointer; integrations/python/fragfree/csrc).
+enum class Entry { kPluggable, kNativeAdapter };
+
+void* Allocate(Entry entry, size_t size) {
+  return entry == Entry::kPluggable ? fragfree_malloc(size, 0, nullptr)
+                                    : ff_malloc(size, 0, nullptr);
+}
+
+void Release(Entry entry, void* p, size_t size) {
+  if (entry == Entry::kPluggable) {
+    fragfree_free(p, size, 0, nullptr);
+  } else {
+    ff_free(p, FF_DEVICE_OWNER);
+  }
+}
+
+void SteadyPairs(benchmark::State& state, Entry entry) {
   InitOnce();
   const size_t live_count = size_t(state.range(0));
   std::mt19937_64 rng(42);
@@ -150,7 +171,7 @@ void BM_SteadyPairs(benchmark::State& state) {
   std::vector<size_t> live_size(live_count);
   for (size_t i = 0; i < live_count; ++i) {
     live_size[i] = MixedSize(rng);
-    live[i] = fragfree_malloc(live_size[i], 0, nullptr);
+    live[i] = Allocate(entry, live_size[i]);
   }
   // Each slot is replaced ~8 times a pass at 10k live blocks.
   const size_t kSequence = std::max<size_t>(1 << 14, 8 * live_count);
@@ -162,8 +183,8 @@ void BM_SteadyPairs(benchmark::State& state) {
   auto pair = [&](size_t i) {
     const size_t n = i % kSequence;
     void*& p = live[slots[n]];
-    fragfree_free(p, live_size[slots[n]], 0, nullptr);
-    p = fragfree_malloc(sizes[n], 0, nullptr);
+    Release(entry, p, live_size[slots[n]]);
+    p = Allocate(entry, sizes[n]);
     live_size[slots[n]] = sizes[n];
   };
   // Untimed passes over the sequence until kCleanPasses in a row map and
@@ -210,7 +231,7 @@ void BM_SteadyPairs(benchmark::State& state) {
   state.counters["mapped_GiB"] = double(after.mapped_bytes.current) / kGiB;
   state.counters["live_GiB"] = double(after.allocated_bytes[0].current) / kGiB;
   for (size_t k = 0; k < live_count; ++k) {
-    fragfree_free(live[k], live_size[k], 0, nullptr);
+    Release(entry, live[k], live_size[k]);
   }
   ff_empty_cache(0);
   // The warm-up leaves the mapped set growing by a page now and then (a
@@ -226,6 +247,13 @@ void BM_SteadyPairs(benchmark::State& state) {
                          ") during timing")
                             .c_str());
   }
+}
+
+void BM_SteadyPairs(benchmark::State& state) {
+  SteadyPairs(state, Entry::kPluggable);
+}
+void BM_SteadyPairsAdapter(benchmark::State& state) {
+  SteadyPairs(state, Entry::kNativeAdapter);
 }
 
 std::unique_ptr<PhysicalBackend> MakeBackend() {
@@ -290,6 +318,7 @@ void BM_CreateRelease(benchmark::State& state) {
 }
 
 BENCHMARK(BM_SteadyPairs)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK(BM_SteadyPairsAdapter)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_MapPages)->Arg(1)->Arg(8)->Arg(64);
 BENCHMARK(BM_CreateRelease);
 

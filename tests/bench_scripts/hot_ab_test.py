@@ -22,6 +22,16 @@ def test_reads_p50_and_p99_with_their_suffixes_and_skips_errors():
                                                 10000: (13859.6, 1.2e6)}
 
 
+def test_each_entry_reads_only_its_own_benchmark():
+    both = BENCH + "BM_SteadyPairsAdapter/100 140 ns 140 ns 9 p50_ns=150.5 p99_ns=300\n"
+    assert hot_ab.parse_bench_output(both) == {100: (130.04, 200.376),
+                                               10000: (13859.6, 1.2e6)}
+    adapter = hot_ab.BENCHMARKS["adapter"]
+    assert hot_ab.parse_bench_output(both, adapter) == {100: (150.5, 300.0)}
+    assert hot_ab._filter([100, 1000], adapter) == (
+        "--benchmark_filter=SteadyPairsAdapter/(100|1000)$")
+
+
 def test_order_rotates_by_one_each_round():
     names = ["a", "b", "c"]
     assert [hot_ab.round_order(names, r) for r in range(4)] == [

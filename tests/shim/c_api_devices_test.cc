@@ -89,6 +89,39 @@ TEST_F(TwoDevices, RecordStreamGoesToTheDeviceThatOwnsThePointer) {
   EXPECT_EQ(ff_check_invariants(FF_DEVICE_ALL), FF_OK) << ff_last_error();
 }
 
+// FF_DEVICE_OWNER's free (the native adapter's deleter) asks each device in
+// turn to free the pointer if it is its own: device 0, asked first about a
+// block of device 1, changes and counts nothing; a pointer no device owns, or
+// one freed twice, is an error naming the owner lookup and counted nowhere.
+TEST_F(TwoDevices, FreeByOwnerTouchesOnlyTheOwner) {
+  void* a = ff_malloc(1 << 20, 0, kS1);
+  void* b = ff_malloc(2 << 20, 1, kS1);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const ff_stats_t before0 = Stats(0), before1 = Stats(1);
+  ASSERT_EQ(ff_free(b, FF_DEVICE_OWNER), FF_OK) << ff_last_error();
+  const ff_stats_t after0 = Stats(0), after1 = Stats(1);
+  EXPECT_EQ(after0.allocated_bytes[0].current,
+            before0.allocated_bytes[0].current);
+  EXPECT_EQ(after0.invalid_frees, before0.invalid_frees);
+  EXPECT_EQ(after1.allocated_bytes[0].current,
+            before1.allocated_bytes[0].current - (2 << 20));
+  EXPECT_EQ(after1.invalid_frees, before1.invalid_frees);
+  EXPECT_TRUE(errors_.empty()) << errors_.front();
+  for (void* bad : {b, static_cast<void*>(&errors_)}) {
+    EXPECT_EQ(ff_free(bad, FF_DEVICE_OWNER), FF_ERR_INVALID_ARGUMENT);
+    ASSERT_FALSE(errors_.empty());
+    EXPECT_NE(errors_.back().find("any device"), std::string::npos)
+        << errors_.back();
+  }
+  EXPECT_EQ(Stats(0).invalid_frees, before0.invalid_frees);
+  EXPECT_EQ(Stats(1).invalid_frees, before1.invalid_frees);
+  EXPECT_EQ(Stats(0).allocated_bytes[0].current,
+            before0.allocated_bytes[0].current);
+  ASSERT_EQ(ff_free(a, FF_DEVICE_OWNER), FF_OK) << ff_last_error();
+  EXPECT_EQ(ff_check_invariants(FF_DEVICE_ALL), FF_OK) << ff_last_error();
+}
+
 TEST_F(TwoDevices, AllAndDefaultDevices) {
   void* a = ff_malloc(1 << 20, 0, kS1);
   void* b = ff_malloc(2 << 20, 1, kS1);
