@@ -42,6 +42,8 @@ import time
 # The benchmark of each --entry (bench/micro/steady_state_bench.cc): pairs through
 # PyTorch's pluggable ABI, or through the native adapter's calls.
 BENCHMARKS = {"pluggable": "SteadyPairs", "adapter": "SteadyPairsAdapter"}
+# The call made once a pair, whose count under callgrind is the pairs run.
+PAIR_CALL = {"SteadyPairs": "fragfree_malloc", "SteadyPairsAdapter": "ff_malloc"}
 
 
 def _line(bench):
@@ -184,7 +186,7 @@ def run_callgrind(binaries, lives, min_time, ll_bytes, bench):
                                 "--benchmark_min_time=%g" % min_time],
                                check=True, capture_output=True)
                 with open(out) as f:
-                    totals, pairs = parse_callgrind(f.read())
+                    totals, pairs = parse_callgrind(f.read(), PAIR_CALL[bench])
                 results.append((live, name, pairs, per_pair(totals, pairs)))
     print(format_callgrind(results))
 
