@@ -2,27 +2,27 @@
 #include "allocator/phys/capture_relax.h"
 
 namespace fragfree {
-namespace {
 
-// Trivially initialised, so that reading it needs no TLS init call.
-struct RelaxState {
+struct RelaxCaptureScope::State {
   int armed = 0;  // RelaxCaptureScopes open on this thread
   // Non-null while switched: the driver to restore the mode through.
   const CudaDriver* switched_by = nullptr;
   // The thread's mode before the switch.
   CUstreamCaptureMode saved = CU_STREAM_CAPTURE_MODE_GLOBAL;
 };
-constinit thread_local RelaxState relax;
 
+namespace {
+// Constant-initialised, so that reading it needs no TLS init call.
+constinit thread_local RelaxCaptureScope::State relax;
 }  // namespace
 
-RelaxCaptureScope::RelaxCaptureScope() { ++relax.armed; }
+RelaxCaptureScope::RelaxCaptureScope() : state_(&relax) { ++state_->armed; }
 
 RelaxCaptureScope::~RelaxCaptureScope() {
-  if (--relax.armed > 0 || relax.switched_by == nullptr) return;
-  CUstreamCaptureMode mode = relax.saved;
-  relax.switched_by->cuThreadExchangeStreamCaptureMode(&mode);
-  relax.switched_by = nullptr;
+  if (--state_->armed > 0 || state_->switched_by == nullptr) return;
+  CUstreamCaptureMode mode = state_->saved;
+  state_->switched_by->cuThreadExchangeStreamCaptureMode(&mode);
+  state_->switched_by = nullptr;
 }
 
 void RelaxCaptureIfArmed(const CudaDriver& cu) {

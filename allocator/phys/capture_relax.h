@@ -28,6 +28,13 @@ class RelaxCaptureScope {
   ~RelaxCaptureScope();
   RelaxCaptureScope(const RelaxCaptureScope&) = delete;
   RelaxCaptureScope& operator=(const RelaxCaptureScope&) = delete;
+
+  struct State;  // a thread's state (opaque: capture_relax.cc)
+
+ private:
+  // This thread's state, looked up once (in libfragfree.so a thread-local's
+  // address is a call into the dynamic linker).
+  State* const state_;
 };
 
 // Before a driver call: switches this thread to relaxed capture mode if a

@@ -97,6 +97,7 @@ absl::Status RegionBegin(std::string_view name) {
   absl::StatusOr<RegionTag> tag = InternRegionTag(name);
   if (!tag.ok()) return tag.status();
   s.tags[s.depth++] = *tag;
+  internal::regions_open.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -107,6 +108,7 @@ absl::Status RegionEnd() {
         "region end without a region begin on this thread");
   }
   --s.depth;
+  internal::regions_open.fetch_sub(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

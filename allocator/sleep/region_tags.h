@@ -4,10 +4,13 @@
 // 0 = untagged), the same on every device. Each thread has a stack of open
 // regions; an allocation made on a thread takes the tag on top of its stack.
 // Thread-safety: the intern table is guarded by its own mutex (ids, once
-// given, never change or go away); the region stack is thread-local.
+// given, never change or go away); the region stack is thread-local; the count
+// of open regions is atomic, and a thread's own begin is counted before it
+// returns, so the thread reads its stack on its next allocation.
 #ifndef FRAGFREE_ALLOCATOR_SLEEP_REGION_TAGS_H_
 #define FRAGFREE_ALLOCATOR_SLEEP_REGION_TAGS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -37,10 +40,17 @@ std::vector<RegionTag> AllRegionTags();
 
 namespace internal {
 struct RegionStack {
-  RegionTag tags[kMaxRegionDepth];
+  RegionTag tags[kMaxRegionDepth] = {};
   int depth = 0;
 };
-inline thread_local RegionStack region_stack;
+// constinit: initialised statically, so that a read needs no TLS init
+// wrapper.
+inline constinit thread_local RegionStack region_stack;
+// Regions open on all threads together (a thread that exits inside a region
+// leaves its count): while it is zero no thread, the caller included, is in a
+// region, and CurrentRegionTag reads no thread-local (in libfragfree.so each
+// thread-local read is a call to the dynamic linker's TLS lookup).
+inline constinit std::atomic<int64_t> regions_open{0};
 }  // namespace internal
 
 // Opens a region on the calling thread: its allocations take `name`'s tag until
@@ -50,9 +60,12 @@ absl::Status RegionBegin(std::string_view name);
 // Closes the calling thread's innermost region; FailedPrecondition when none is
 // open.
 absl::Status RegionEnd();
-// The calling thread's current tag (kNoRegionTag outside any region): one
-// thread-local read, on the allocation path.
+// The calling thread's current tag (kNoRegionTag outside any region): on the
+// allocation path, one relaxed load while no thread is in a region.
 inline RegionTag CurrentRegionTag() {
+  if (internal::regions_open.load(std::memory_order_relaxed) == 0) {
+    return kNoRegionTag;
+  }
   const internal::RegionStack& s = internal::region_stack;
   return s.depth == 0 ? kNoRegionTag : s.tags[s.depth - 1];
 }

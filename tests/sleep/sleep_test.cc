@@ -84,6 +84,28 @@ std::vector<Alloc> AllocTagged(DeviceAllocator& d, const std::string& tag,
   return out;
 }
 
+// A region is the opening thread's alone: while one thread is inside one,
+// another thread's tag stays none, and the first thread's tag holds until its
+// end (the process-wide count of open regions only lets a read skip the
+// thread's stack while no region is open anywhere).
+TEST(RegionTags, OtherThreadsStayUntagged) {
+  ASSERT_TRUE(RegionBegin("mine").ok());
+  const RegionTag mine = CurrentRegionTag();
+  EXPECT_NE(mine, kNoRegionTag);
+  RegionTag seen = mine;
+  std::thread([&] { seen = CurrentRegionTag(); }).join();
+  EXPECT_EQ(seen, kNoRegionTag);
+  std::thread([&] {
+    ASSERT_TRUE(RegionBegin("theirs").ok());
+    seen = CurrentRegionTag();
+    ASSERT_TRUE(RegionEnd().ok());
+  }).join();
+  EXPECT_EQ(RegionTagName(seen), "theirs");
+  EXPECT_EQ(CurrentRegionTag(), mine);
+  ASSERT_TRUE(RegionEnd().ok());
+  EXPECT_EQ(CurrentRegionTag(), kNoRegionTag);
+}
+
 TEST(RegionTags, NestAndEnd) {
   EXPECT_EQ(CurrentRegionTag(), kNoRegionTag);
   ASSERT_TRUE(RegionBegin("outer").ok());
