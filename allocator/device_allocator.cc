@@ -335,6 +335,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DeviceAllocator::ReturnBlockToArena(
 }
 
 absl::Status DeviceAllocator::Free(void* ptr, bool* owned) {
+  return FreeLive(ptr, owned, nullptr);
+}
+
+absl::Status DeviceAllocator::FreeOnStream(void* ptr, StreamHandle stream,
+                                           bool* owned) {
+  return FreeLive(ptr, owned, &stream);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status DeviceAllocator::FreeLive(
+    void* ptr, bool* owned, const StreamHandle* also_used_by) {
   if (owned != nullptr) *owned = ptr != nullptr;
   if (ptr == nullptr) return absl::OkStatus();
   // The live-table probe misses the caches once thousands of blocks are live:
@@ -358,6 +368,7 @@ absl::Status DeviceAllocator::Free(void* ptr, bool* owned) {
   // coalescing): start both misses now, under the erase and the checks.
   __builtin_prefetch(it->block(), 1);
   __builtin_prefetch(reinterpret_cast<const char*>(it->block()) + 64, 1);
+  if (also_used_by != nullptr) AddUse(it, *also_used_by);
   // Shared with other processes (docs/ipc.md), or used by other streams.
   if (ipc_ != nullptr || it->has_uses()) [[unlikely]] {
     return FreeSharedOrUsed(addr);

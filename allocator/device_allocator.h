@@ -100,6 +100,11 @@ class DeviceAllocator : public MetadataObject {
   // the result is Free's. One lock and one live-table probe, where asking
   // AllocationSize first took two of each.
   absl::Status Free(void* ptr, bool* owned) ABSL_LOCKS_EXCLUDED(mu_);
+  // RecordStream(ptr, stream) and then Free(ptr, owned) under one lock and one
+  // probe: a free in the order of `stream` (cudaFreeAsync under LD_PRELOAD),
+  // for a caller that does not know whether this device owns `ptr`.
+  absl::Status FreeOnStream(void* ptr, StreamHandle stream, bool* owned)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // `stream` also uses the block: it is not reused before that work completes.
   absl::Status RecordStream(void* ptr, StreamHandle stream)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -416,6 +421,15 @@ class DeviceAllocator : public MetadataObject {
   absl::Status FreeSharedOrUsed(uintptr_t addr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeEntry(LiveEntry* it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Free and FreeOnStream (inlined into each): `also_used_by`, when not null,
+  // is recorded as a stream that uses the block (RecordStream's effect) before
+  // it is freed.
+  absl::Status FreeLive(void* ptr, bool* owned,
+                        const StreamHandle* also_used_by)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // RecordStream's effect on a live entry.
+  void AddUse(LiveEntry* it, StreamHandle stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free of an exported block: whether it must wait for its IPC holders (an
   // error for a second Free). false: free it now.
   absl::StatusOr<bool> IpcDeferFree(uintptr_t addr)

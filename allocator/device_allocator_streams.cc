@@ -55,14 +55,18 @@ absl::Status DeviceAllocator::RecordStream(void* ptr, StreamHandle stream) {
         "record_stream: " +
         DescribeBadPointer(reinterpret_cast<uintptr_t>(ptr)));
   }
+  AddUse(it, stream);
+  return absl::OkStatus();
+}
+
+void DeviceAllocator::AddUse(LiveEntry* it, StreamHandle stream) {
   Block* block = it->block();
-  if (stream == block->arena->stream()) return absl::OkStatus();
+  if (stream == block->arena->stream()) return;
   if (block->uses == nullptr) {
     block->uses = MakeMetadataUnique<MetadataVector<StreamHandle>>();
     it->set_has_uses();
   }
   AddStreamUse(block->uses.get(), stream);
-  return absl::OkStatus();
 }
 
 absl::Status DeviceAllocator::RetireStream(StreamHandle stream) {

@@ -71,17 +71,13 @@ cudaError_t StreamOrderedMalloc(void** ptr, size_t size, cudaStream_t stream,
   return cudaSuccess;
 }
 
-// cudaFreeAsync: stream-ordered on `stream`. If it is not the allocation
-// stream, the block waits for an event on it before any reuse.
+// StreamOrderedFree's path for all but the common case.
 template <typename Forward>
-cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
-                              Forward&& forward) {
-  if (!Active() || ptr == nullptr) return forward();
-  NoteCudaUse();
+cudaError_t StreamOrderedFreeSlow(void* ptr, StreamHandle s,
+                                  Forward&& forward) {
   int device = -1;
   DeviceAllocator* d = FindOwner(ptr, &device);
   if (d == nullptr) return forward();
-  const StreamHandle s = Normalize(stream, per_thread);
   bool capturing = false;
   cudaError_t err = IsCapturing(s, &capturing);
   if (err != cudaSuccess) return err;
@@ -113,6 +109,32 @@ cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
   }
   RelaxCaptureScope relaxed;
   return ToCuda(d->Free(ptr));
+}
+
+// cudaFreeAsync: stream-ordered on `stream`. If it is not the allocation
+// stream, the block waits for an event on it before any reuse.
+template <typename Forward>
+cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
+                              Forward&& forward) {
+  if (!Active() || ptr == nullptr) return forward();
+  NoteCudaUse();
+  const StreamHandle s = Normalize(stream, per_thread);
+  // The common case, a block of the stream's own device on a stream that is
+  // not capturing: one lock and one probe. Anything else (another device's
+  // block, not fragfree's, capture, a failed query) takes the path below,
+  // which asks again and answers as it always has.
+  bool capturing = true;
+  int stream_device = -1;
+  if (IsCapturing(s, &capturing) == cudaSuccess && !capturing &&
+      StreamDevice(s, &stream_device) == cudaSuccess) {
+    if (DeviceAllocator* d = ExistingServed(stream_device)) {
+      bool owned = false;
+      RelaxCaptureScope relaxed;
+      absl::Status st = d->FreeOnStream(ptr, s, &owned);
+      if (owned) return ToCuda(st);
+    }
+  }
+  return StreamOrderedFreeSlow(ptr, s, std::forward<Forward>(forward));
 }
 
 }  // namespace

@@ -243,6 +243,41 @@ TEST(DeviceAllocator, RecordStreamDefersReuseUntilTheStreamIsDone) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// FreeOnStream (cudaFreeAsync's free): on another stream it is RecordStream
+// then Free, under one lock; on the allocation stream a plain Free; a pointer
+// this device does not own changes and counts nothing.
+TEST(DeviceAllocator, FreeOnStreamIsRecordStreamThenFree) {
+  Fixture f = Make(8);
+  void* p = *f.a->Malloc(kPage, kS1);
+  bool owned = false;
+  ASSERT_TRUE(f.a->FreeOnStream(p, kS2, &owned).ok());
+  EXPECT_TRUE(owned);
+  EXPECT_EQ(f.events->records(), 1);
+  void* q = *f.a->Malloc(kPage, kS1);
+  EXPECT_NE(q, p) << "reused while kS2 may still use it";
+  f.events->CompleteAll();
+  ASSERT_TRUE(f.a->FreeOnStream(q, kS1, &owned).ok());
+  EXPECT_TRUE(owned);
+  EXPECT_EQ(f.events->records(), 1) << "a same-stream free records no event";
+  void* r = *f.a->Malloc(kPage, kS1);
+  EXPECT_TRUE(r == p || r == q);
+
+  const DeviceStats before = f.a->GetStats();
+  int foreign = 0;
+  ASSERT_TRUE(f.a->FreeOnStream(&foreign, kS2, &owned).ok());
+  EXPECT_FALSE(owned);
+  void* freed = r == p ? q : p;
+  ASSERT_TRUE(f.a->FreeOnStream(freed, kS2, &owned).ok());
+  EXPECT_FALSE(owned) << "freed already: not a live allocation";
+  const DeviceStats after = f.a->GetStats();
+  EXPECT_EQ(after.invalid_frees, before.invalid_frees);
+  EXPECT_EQ(after.active_bytes.pool[kPoolAll].current,
+            before.active_bytes.pool[kPoolAll].current);
+  EXPECT_EQ(f.events->records(), 1);
+  ASSERT_TRUE(f.a->Free(r).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
 // A pending free whose events are not complete stays pending however many
 // times pending frees are processed (each Malloc processes them).
 TEST(DeviceAllocator, PendingFreeWaitsAcrossRepeatedProcessing) {
