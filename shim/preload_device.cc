@@ -126,7 +126,8 @@ cudaError_t StreamOrderedFree(void* ptr, cudaStream_t stream, bool per_thread,
   bool capturing = true;
   int stream_device = -1;
   if (IsCapturing(s, &capturing) == cudaSuccess && !capturing &&
-      StreamDevice(s, &stream_device) == cudaSuccess) {
+      StreamDevice(s, &stream_device) == cudaSuccess &&
+      stream_device < MaxServedDevice()) {  // a device FindOwner would ask
     if (DeviceAllocator* d = ExistingServed(stream_device)) {
       bool owned = false;
       RelaxCaptureScope relaxed;
