@@ -38,7 +38,8 @@ costs against one that does not.
 
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
-spread (min-max of the per-round ratios), the allocator's peak reserved and
+spread (min-max of the per-round ratios), the allocator's peak reserved (min-max
+(mean) over the runs where they differ) and
 allocated memory, and the per-step fragfree figures. With PyTorch's default in
 the modes more than once (torch,torch#again), a second table gives each run's
 ratio to the mean of those runs in its round. --budget-s: a round is
@@ -364,6 +365,8 @@ def summarise(results, workloads, modes):
                 peaks = [r["peak_reserved"] for r in ok if "peak_reserved" in r]
                 if peaks:
                     row["peak_reserved_gib"] = round(max(peaks) / 2**30, 3)
+                    row["peak_reserved_gib_min"] = round(min(peaks) / 2**30, 3)
+                    row["peak_reserved_gib_mean"] = round(sum(peaks) / len(peaks) / 2**30, 3)
                     row["peak_allocated_gib"] = round(
                         max(r["peak_allocated"] for r in ok if "peak_allocated" in r) / 2**30, 3)
                 ff = [r["ff_per_step"] for r in ok if "ff_per_step" in r]
@@ -483,6 +486,16 @@ def sub_table(intro, columns, rows):
     return out
 
 
+def peak_reserved_cell(r):
+    """The runs' peak reserved GiB: one figure when every run peaked alike, else
+min–max (mean), since where a run's memory settles can differ from run to run
+(Note [Move time budget] in docs/design.md)."""
+    lo = r.get("peak_reserved_gib_min", r["peak_reserved_gib"])
+    if lo == r["peak_reserved_gib"]:
+        return f"{r['peak_reserved_gib']}"
+    return f"{lo}–{r['peak_reserved_gib']} ({r['peak_reserved_gib_mean']})"
+
+
 def table(rows, rounds):
     head = ("| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch "
             "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
@@ -498,7 +511,7 @@ def table(rows, rounds):
         lo, hi = r["step_ms_range"]
         cells = [r["workload"], r["mode"], f"{r['step_ms']:.2f} [{lo:.1f}–{hi:.1f}]"]
         cells.append(ratio_cell(r, "ratio"))
-        cells.append(f"{r['peak_reserved_gib']} / {r['peak_allocated_gib']}"
+        cells.append(f"{peak_reserved_cell(r)} / {r['peak_allocated_gib']}"
                      if "peak_reserved_gib" in r else "")
         f = r.get("ff_per_step")
         if f:

@@ -185,3 +185,19 @@ def test_no_step_by_step_control_column_with_one_pytorch_run_a_round():
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "step_ratio_controls" not in rows["ff-native"]
     assert "mean of PyTorch's steps" not in step_time.table(list(rows.values()), 1)
+
+
+def test_peak_reserved_spread_over_the_runs():
+    runs = [dict(r) for r in RUNS]
+    gib = 2**30
+    for r, reserved in zip(runs, [12, 12, 7, 12, 12, 6]):
+        r["peak_reserved"] = reserved * gib
+        r["peak_allocated"] = 5 * gib
+    rows = rows_by_mode(runs, MODES)
+    native = rows["ff-native"]
+    assert (native["peak_reserved_gib"], native["peak_reserved_gib_min"],
+            native["peak_reserved_gib_mean"]) == (7.0, 6.0, 6.5)
+    text = step_time.table(list(rows.values()), 2)
+    # One figure where every run peaked alike, else min–max (mean).
+    assert "| 12.0 / 5.0 |" in text
+    assert "| 6.0–7.0 (6.5) / 5.0 |" in text
