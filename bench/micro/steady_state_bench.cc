@@ -1,4 +1,4 @@
-// The hot path in steady state (issue 19, item 3): free+alloc pairs through
+// The hot path in steady state: free+alloc pairs through
 // PyTorch's entry points (fragfree_malloc / fragfree_free, the pluggable
 // allocator's ABI: shim/pluggable.cc), mixed sizes, 100 / 1k / 10k live
 // blocks, with no page mapped or unmapped inside the timed loop: the sequence
