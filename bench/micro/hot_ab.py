@@ -2,7 +2,7 @@
 is judged against the build before it in one run on one machine.
 
   python3 bench/micro/hot_ab.py [--rounds 6] [--live 100,1000,10000]
-      [--min-time 0.3] [--budget-s 0] [--entry pluggable|adapter]
+      [--min-time 0.3] [--budget-s 0] [--entry pluggable|adapter] [--cpu N]
       NAME=BINARY NAME=BINARY ...
   python3 bench/micro/hot_ab.py --callgrind [--ll-bytes 2097152] NAME=BINARY ...
 
@@ -17,6 +17,8 @@ the first binary with their min-max, the rounds in which it was slower than the
 first, and the median and largest p99. The machine's drift falls on every
 binary alike; a single round ranks nothing (docs/design.md, Note [Hot path]).
 --budget-s: no round starts past that many seconds (0: no limit).
+--cpu: run every binary on that one CPU (sched_setaffinity), so that no run
+is moved between cores or shares one with another run's threads.
 
 --callgrind: each binary once per count under valgrind's callgrind with its
 cache and branch models (--LL of --ll-bytes, 16-way, 64-byte lines), counting
@@ -150,8 +152,9 @@ def _filter(lives, bench):
     return "--benchmark_filter=%s/(%s)$" % (bench, "|".join(str(n) for n in lives))
 
 
-def run_wall(binaries, lives, rounds, min_time, budget_s, bench):
+def run_wall(binaries, lives, rounds, min_time, budget_s, bench, cpu=None):
     names = list(binaries)
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     results, start = [], time.monotonic()
     for rnd in range(rounds):
         if rnd > 0 and budget_s > 0 and time.monotonic() - start > budget_s:
@@ -160,7 +163,7 @@ def run_wall(binaries, lives, rounds, min_time, budget_s, bench):
         for name in round_order(names, rnd):
             proc = subprocess.run([binaries[name], _filter(lives, bench),
                                    "--benchmark_min_time=%g" % min_time],
-                                  capture_output=True, text=True)
+                                  capture_output=True, text=True, preexec_fn=pin)
             text = proc.stdout + proc.stderr
             this[name] = parse_bench_output(text, bench)
             for m in _error(bench).finditer(text):  # the benchmark's own checks
@@ -201,6 +204,7 @@ def main(argv=None):
     p.add_argument("--callgrind", action="store_true")
     p.add_argument("--ll-bytes", type=int, default=2 << 20)
     p.add_argument("--entry", choices=sorted(BENCHMARKS), default="pluggable")
+    p.add_argument("--cpu", type=int, default=None, help="run every binary on this CPU alone")
     args = p.parse_args(argv)
     binaries = {}
     for b in args.binaries:
@@ -216,8 +220,11 @@ def main(argv=None):
     if args.callgrind:
         run_callgrind(binaries, lives, args.min_time, args.ll_bytes, BENCHMARKS[args.entry])
     else:
+        if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
+            p.error("--cpu %d is not among this process's CPUs %s"
+                    % (args.cpu, sorted(os.sched_getaffinity(0))))
         run_wall(binaries, lives, args.rounds, args.min_time, args.budget_s,
-                 BENCHMARKS[args.entry])
+                 BENCHMARKS[args.entry], args.cpu)
 
 
 if __name__ == "__main__":
