@@ -2,7 +2,7 @@
 // PyTorch's entry points (fragfree_malloc / fragfree_free, the pluggable
 // allocator's ABI: shim/pluggable.cc), mixed sizes, 100 / 1k / 10k live
 // blocks, with no page mapped or unmapped inside the timed loop: the sequence
-// of requests is replayed untimed, with reclaim_before_grow:False, until a
+// of requests is replayed untimed, with reclaim_before_grow:False, until two
 // million pairs in a row map and unmap nothing, then the timed loop replays the
 // same sequence (the warm-up runs once per process for each benchmark and live
 // count; the further calls Google Benchmark makes to reach
@@ -39,7 +39,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -106,19 +105,31 @@ ff_stats_t Stats() {
   return s;
 }
 
+// A 64-bit word of index n's stream (splitmix64's finaliser): the
+// benchmark's random numbers are a function of their index, so the request
+// sequence needs no arrays, which at 10k live blocks (1.3 MB of sizes and
+// slots) streamed through the caches the engine's tables live in.
+uint64_t RandomWord(uint64_t n) {
+  uint64_t z = n * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // As bench/micro/malloc_free_bench.cc's mixed sizes: 60% 512 B-1 MiB, 35%
-// 1-9 MiB, 5% 16-48 MiB, in 512-byte steps.
-size_t MixedSize(std::mt19937_64& rng) {
-  const int r = int(rng() % 100);
+// 1-9 MiB, 5% 16-48 MiB, in 512-byte steps; `r` picks the range (its low
+// 32 bits, mod 100) and the size in it (its high 32 bits).
+size_t MixedSize(uint64_t r) {
+  const int range = int(uint32_t(r) % 100);
   size_t lo, hi;
-  if (r < 60) {
+  if (range < 60) {
     lo = 512, hi = 1 << 20;
-  } else if (r < 95) {
+  } else if (range < 95) {
     lo = 1 << 20, hi = 9 << 20;
   } else {
     lo = 16 << 20, hi = 48 << 20;
   }
-  return (lo + rng() % (hi - lo)) / 512 * 512 + 512;
+  return (lo + (r >> 32) % (hi - lo)) / 512 * 512 + 512;
 }
 
 double NsPerTick() {
@@ -188,35 +199,36 @@ void Release(Entry entry, void* p, size_t size) {
 // 10k live blocks anew each time (tens of GiB mapped, then given back) was
 // most of a run on the GPU. Each call times pairs from where the last stopped.
 struct Warmed {
+  // A live block as a program holds it: the pointer and its size together.
+  struct Live {
+    void* ptr;
+    size_t size;
+  };
   Entry entry;
   size_t live_count;
-  std::vector<void*> live;
-  std::vector<size_t> live_size;
-  std::vector<size_t> sizes, slots;  // the sequence: request size, slot
-  size_t next = 0;                   // the sequence index the next pair takes
-  int passes = 0;                    // untimed passes the warm-up took
+  std::vector<Live> live;
+  size_t length = 0;  // the sequence's period, in pairs
+  size_t next = 0;    // the sequence index the next pair takes
+  int passes = 0;     // untimed passes the warm-up took
 
   // The pairs of the sequence over the live set. A caller's local copy keeps
-  // the arrays' addresses in registers across the engine calls (a pair reads
+  // the array's address in a register across the engine calls (a pair reads
   // nothing through the Warmed object).
   struct Pairs {
     Entry entry;
-    void** live;
-    size_t* live_size;
-    const size_t* sizes;
-    const size_t* slots;
+    Live* live;
+    size_t live_count;
     size_t length;
 
-    // Sequence index i: the slot whose block it frees, and the size it
-    // allocates in its place.
+    // Sequence index i: the live block it frees, and the size it allocates
+    // in its place (i and i + length are the same step).
     struct Step {
-      void** block;        // the slot's block
-      size_t* block_size;  // and its size
+      Live* block;
       size_t size;
     };
     Step At(size_t i) const {
-      const size_t n = i % length;
-      return {&live[slots[n]], &live_size[slots[n]], sizes[n]};
+      const uint64_t n = 2 * (i % length);  // two words a step
+      return {&live[RandomWord(n) % live_count], MixedSize(RandomWord(n + 1))};
     }
     // A pair's engine calls: frees `old` (of `old_size` bytes), returns a
     // new block of `size` bytes.
@@ -226,14 +238,10 @@ struct Warmed {
     }
     void operator()(size_t i) const {
       const Step s = At(i);
-      *s.block = Exchange(*s.block, *s.block_size, s.size);
-      *s.block_size = s.size;
+      *s.block = {Exchange(s.block->ptr, s.block->size, s.size), s.size};
     }
   };
-  Pairs pairs() {
-    return {entry,        live.data(),  live_size.data(),
-            sizes.data(), slots.data(), sizes.size()};
-  }
+  Pairs pairs() { return {entry, live.data(), live_count, length}; }
 };
 
 std::unique_ptr<Warmed>& WarmedSlot() {
@@ -247,7 +255,7 @@ void ReleaseWarmed() {
   std::unique_ptr<Warmed>& w = WarmedSlot();
   if (w == nullptr) return;
   for (size_t k = 0; k < w->live_count; ++k) {
-    Release(w->entry, w->live[k], w->live_size[k]);
+    Release(w->entry, w->live[k].ptr, w->live[k].size);
   }
   ff_empty_cache(0);
   w.reset();
@@ -262,28 +270,24 @@ Warmed& WarmedFor(Entry entry, size_t live_count) {
   w = std::make_unique<Warmed>();
   w->entry = entry;
   w->live_count = live_count;
-  std::mt19937_64 rng(42);
+  // The initial live set's sizes are words past every sequence index's.
+  constexpr uint64_t kInitialWords = uint64_t{1} << 40;
   w->live.resize(live_count);
-  w->live_size.resize(live_count);
   for (size_t i = 0; i < live_count; ++i) {
-    w->live_size[i] = MixedSize(rng);
-    w->live[i] = Allocate(entry, w->live_size[i]);
+    const size_t size = MixedSize(RandomWord(kInitialWords + i));
+    w->live[i] = {Allocate(entry, size), size};
   }
   // Each slot is replaced ~8 times a pass at 10k live blocks.
-  const size_t sequence = std::max<size_t>(1 << 14, 8 * live_count);
-  w->sizes.resize(sequence);
-  w->slots.resize(sequence);
-  for (size_t i = 0; i < sequence; ++i) {
-    w->sizes[i] = MixedSize(rng);
-    w->slots[i] = rng() % live_count;
-  }
-  // Untimed passes over the sequence until a million pairs in a row (at
+  w->length = std::max<size_t>(1 << 14, 8 * live_count);
+  const size_t sequence = w->length;
+  // Untimed passes over the sequence until two million pairs in a row (at
   // least four passes) map and unmap nothing. The mapped set only grows, by
   // a few pages when a 16-48 MiB request fits no mapped hole, rarer the longer
   // it runs; the timed calls that follow (up to ~7, the first ones short)
   // each fail on more than one map in 10,000 pairs, so the warm-up runs until
-  // maps are rare enough that a short call is unlikely to meet one.
-  constexpr size_t kCleanPairs = size_t{1} << 20;
+  // maps are rare enough that a short call is unlikely to meet one (with a
+  // million, a 100k-pair call of the 10k live set met a 72-page map).
+  constexpr size_t kCleanPairs = size_t{1} << 21;
   constexpr int kMinCleanPasses = 4, kMaxPasses = 400;
   const int clean_passes = std::max<int>(
       kMinCleanPasses, int((kCleanPairs + sequence - 1) / sequence));
@@ -312,8 +316,8 @@ void SteadyPairs(benchmark::State& state, Entry entry) {
   CALLGRIND_TOGGLE_COLLECT;
   for (auto _ : state) {
     const Warmed::Pairs::Step step = pair.At(start + i);
-    void* old = *step.block;
-    size_t old_size = *step.block_size;
+    void* old = step.block->ptr;
+    size_t old_size = step.block->size;
     size_t size = step.size;
     // In registers before the first TSC read, which waits for their loads.
     benchmark::DoNotOptimize(old);
@@ -322,13 +326,12 @@ void SteadyPairs(benchmark::State& state, Entry entry) {
     const uint64_t t0 = StartTicks();
     void* fresh = pair.Exchange(old, old_size, size);
     const uint64_t t1 = EndTicks();
-    *step.block = fresh;
-    *step.block_size = size;
+    *step.block = {fresh, size};
     if (ticks.size() < ticks.capacity()) ticks.push_back(t1 - t0);
     ++i;
   }
   CALLGRIND_TOGGLE_COLLECT;
-  w.next = (start + i) % w.sizes.size();
+  w.next = (start + i) % w.length;
   const ff_stats_t after = Stats();
   std::sort(ticks.begin(), ticks.end());
   if (!ticks.empty()) {
