@@ -1,10 +1,10 @@
-// FreeIndex: the free blocks of one arena, for best-fit search in O(1) time.
+// FreeIndex: the free blocks of one arena, for a good-fit search in O(1) time.
 // Two-level segregated bins (TLSF): sizes below 16 KiB have one bin per 512 B;
 // above, each power of two is split into 32 bins (a bin spans at most 3% of its
-// sizes). FindFit scans the request's own bin for the best fit (smallest, then
-// lowest address) and otherwise takes the best of the first few blocks of the
-// next non-empty bin, found with a two-level bitmap. See Note [Free index] in
-// docs/design.md.
+// sizes). FindFit takes the newest block of the request's own bin that fits
+// (scanning at most 16), else the newest block of the next non-empty bin,
+// found with a two-level bitmap: a fit within ~3% of the best, reading as few
+// blocks as it can. See Note [Free index] in docs/design.md.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_BLOCKS_FREE_INDEX_H_
 #define FRAGFREE_ALLOCATOR_BLOCKS_FREE_INDEX_H_
@@ -46,8 +46,6 @@ class FreeIndex {
 
  private:
   static constexpr size_t kLinearLimit = 32 * 512;  // 16 KiB
-  template <bool kAllFit>
-  Block* BestOf(Block* head, size_t size) const;
   int NextNonEmptyBin(uint32_t from) const;  // first non-empty bin >= from
   // Where a list update stores the block before `next`: next->bin_prev, or,
   // past the end of the list, a slot no one reads. Whether a block is last in

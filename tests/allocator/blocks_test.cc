@@ -1,5 +1,5 @@
 // Unit tests of the policy layer: size rounding (PyTorch's rules, buckets), the
-// free index (best fit, bins, removal), the live table (against a map, through
+// free index (bins, fits, removal), the live table (against a map, through
 // growth and deletions inside probe runs, prefetched without a lock) and the
 // quick cache.
 #include <atomic>
@@ -59,7 +59,9 @@ TEST(FreeIndex, BinsAreMonotonic) {
   }
 }
 
-TEST(FreeIndex, FindsTheBestFit) {
+// Below 16 KiB a bin holds one size, so the first bin with a block that
+// fits holds the best fit.
+TEST(FreeIndex, FindsAFitInTheFirstBinThatHasOne) {
   FreeIndex index;
   Block blocks[4];
   size_t sizes[4] = {8192, 4096, 1 << 20, 4608};
@@ -85,15 +87,57 @@ TEST(FreeIndex, FindsTheBestFit) {
   EXPECT_EQ(seen, (std::vector<size_t>{1 << 20, 8192, 4608}));
 }
 
-TEST(FreeIndex, PrefersLowerAddressAmongEqualSizes) {
+// Above 16 KiB a bin spans ~3% of its sizes (from 1 MiB: 32 KiB): the
+// request's own bin gives its newest block that fits, passing over smaller
+// ones; otherwise the newest block of the next non-empty bin, all of which
+// fit.
+TEST(FreeIndex, TakesTheNewestFitOfTheRequestsBinElseOfTheNextBin) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  ASSERT_EQ(FreeIndex::BinOf(kMiB + 512), FreeIndex::BinOf(kMiB + 31 * 1024));
   FreeIndex index;
-  Block a, b;
-  a.size = b.size = 65536;
-  a.addr = 0x9000000;
-  b.addr = 0x1000000;
-  index.Insert(&a);
-  index.Insert(&b);
-  EXPECT_EQ(index.FindFit(65536), &b);
+  Block large, small, newer, next_old, next_new;
+  large.size = kMiB + 30 * 1024;
+  small.size = kMiB + 1024;
+  newer.size = kMiB + 31 * 1024;  // newer, though a looser fit
+  next_old.size = next_new.size = kMiB + 256 * 1024;
+  next_old.addr = 0x1000000;  // a lower address does not count
+  next_new.addr = 0x9000000;
+  for (Block* b : {&large, &small, &next_old, &next_new}) index.Insert(b);
+  EXPECT_EQ(index.FindFit(kMiB + 10 * 1024), &large);  // passes over `small`
+  EXPECT_EQ(index.FindFit(kMiB + 512), &small);
+  index.Insert(&newer);
+  EXPECT_EQ(index.FindFit(kMiB + 10 * 1024), &newer);
+  // The bins between are empty: the next non-empty bin's newest block.
+  EXPECT_EQ(index.FindFit(kMiB + 64 * 1024), &next_new);
+  index.Remove(&next_new);
+  EXPECT_EQ(index.FindFit(kMiB + 64 * 1024), &next_old);
+  EXPECT_EQ(index.FindFit(kMiB + 512 * 1024), nullptr);
+}
+
+// Insert and Remove keep each bin's list, bitmap bit and count exact in every
+// position a block can hold (alone, first, middle, last), which FindFit and
+// ForEachLargestFirst read.
+TEST(FreeIndex, RemoveFromEveryPositionKeepsTheBinsExact) {
+  for (int victim = 0; victim < 3; ++victim) {
+    FreeIndex index;
+    Block blocks[3];
+    for (Block& b : blocks) {
+      b.size = 4096;
+      index.Insert(&b);
+    }
+    index.Remove(&blocks[victim]);
+    EXPECT_EQ(index.count(), 2u);
+    std::vector<Block*> left;
+    index.ForEachLargestFirst([&](Block* b) {
+      left.push_back(b);
+      return true;
+    });
+    ASSERT_EQ(left.size(), 2u);
+    for (Block* b : left) EXPECT_NE(b, &blocks[victim]);
+    for (Block* b : left) index.Remove(b);
+    EXPECT_EQ(index.count(), 0u);
+    EXPECT_EQ(index.FindFit(512), nullptr);  // the bin's bit is clear
+  }
 }
 
 TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {

@@ -98,3 +98,29 @@ def test_callgrind_without_totals_or_pairs_is_an_error():
         hot_ab.parse_callgrind("events: Ir\n")
     with pytest.raises(ValueError, match="no pairs counted"):
         hot_ab.per_pair({"Ir": 10}, 0)
+
+
+def _fake_bench(tmp_path):
+    """An executable that prints one benchmark line and the CPUs it may run on."""
+    script = tmp_path / "bench"
+    script.write_text("#!%s\nimport os\nprint('BM_SteadyPairs/100 1 ns 1 ns 1 p50_ns=%%d p99_ns=1'"
+                      " %% min(os.sched_getaffinity(0)))\nprint('CPUS', sorted(os.sched_getaffinity(0)))\n"
+                      % sys.executable)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_cpu_pins_every_run_to_that_cpu(tmp_path, capsys):
+    cpu = max(os.sched_getaffinity(0))
+    hot_ab.main(["--rounds", "2", "--live", "100", "--cpu", str(cpu),
+                 "a=" + _fake_bench(tmp_path), "b=" + _fake_bench(tmp_path)])
+    out = capsys.readouterr().out
+    # The fake reports its lowest allowed CPU as its p50: pinned, that is `cpu`.
+    assert "| 100 | a | %d %d |" % (cpu, cpu) in out
+    assert "| 100 | b | %d %d |" % (cpu, cpu) in out
+
+
+def test_cpu_outside_the_process_set_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        hot_ab.main(["--cpu", str(max(os.sched_getaffinity(0)) + 4096),
+                     "a=" + _fake_bench(tmp_path)])
