@@ -22,8 +22,8 @@ is moved between cores or shares one with another run's threads.
 
 --callgrind: each binary once per count under valgrind's callgrind with its
 cache and branch models (--LL of --ll-bytes, 16-way, 64-byte lines), counting
-only the timed loop (the benchmark toggles collection around it; valgrind
-headers needed at build time), divided by the pairs it ran (the calls of
+only the timed pairs (the benchmark toggles collection around each pair's two
+calls; valgrind headers needed at build time), divided by the pairs it ran (the calls of
 fragfree_malloc): instructions, D1 load misses, last-level load and store
 misses and mispredicted branches a pair. Deterministic for one binary and
 machine model; it does not model prefetchers (a pair's misses on the H200 host
@@ -135,7 +135,7 @@ def parse_callgrind(text, entry="fragfree_malloc"):
 
 def per_pair(totals, pairs):
     if pairs == 0:
-        raise ValueError("no pairs counted: was collection toggled around the timed loop?")
+        raise ValueError("no pairs counted: was collection toggled around the timed pairs?")
     return {e: totals.get(e, 0) / pairs for e in CALLGRIND_EVENTS}
 
 

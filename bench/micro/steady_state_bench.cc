@@ -25,8 +25,9 @@
 // run of pages), then unmap them: ns per batch and per page; BM_CreateRelease:
 // one page created and released.
 //
-// Under callgrind with --collect-atstart=no, only the timed loops are
-// collected (the warm-up passes map pages and search further).
+// Under callgrind with --collect-atstart=no, only the timed pairs are
+// collected: the two calls and the TSC reads around them (not the warm-up
+// passes, which map pages and search further, nor the benchmark's own loop).
 //
 // Backend: FRAGFREE_BENCH_BACKEND=cuda (the GPU), host (memfd pages, the
 // default) or simulated (no OS calls: the data structures alone).
@@ -313,7 +314,6 @@ void SteadyPairs(benchmark::State& state, Entry entry) {
   ticks.reserve(1 << 20);
   const ff_stats_t before = Stats();
   size_t i = 0;
-  CALLGRIND_TOGGLE_COLLECT;
   for (auto _ : state) {
     const Warmed::Pairs::Step step = pair.At(start + i);
     void* old = step.block->ptr;
@@ -323,14 +323,15 @@ void SteadyPairs(benchmark::State& state, Entry entry) {
     benchmark::DoNotOptimize(old);
     benchmark::DoNotOptimize(old_size);
     benchmark::DoNotOptimize(size);
+    CALLGRIND_TOGGLE_COLLECT;
     const uint64_t t0 = StartTicks();
     void* fresh = pair.Exchange(old, old_size, size);
     const uint64_t t1 = EndTicks();
+    CALLGRIND_TOGGLE_COLLECT;
     *step.block = {fresh, size};
     if (ticks.size() < ticks.capacity()) ticks.push_back(t1 - t0);
     ++i;
   }
-  CALLGRIND_TOGGLE_COLLECT;
   w.next = (start + i) % w.length;
   const ff_stats_t after = Stats();
   std::sort(ticks.begin(), ticks.end());
