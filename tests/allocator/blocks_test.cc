@@ -50,6 +50,22 @@ TEST(SizeRounding, DivisionIndex) {
   EXPECT_EQ(SizeRounding::DivisionIndex(size_t{1} << 40), 15u);
 }
 
+// One bin per 512 B below 16 KiB, then 32 per power of two, the last bin
+// taking everything above its start.
+TEST(FreeIndex, BinsAtTheirBoundaries) {
+  EXPECT_EQ(FreeIndex::BinOf(512), 1u);
+  EXPECT_EQ(FreeIndex::BinOf(16384 - 512), 31u);
+  EXPECT_EQ(FreeIndex::BinOf(16384), 32u);
+  EXPECT_EQ(FreeIndex::BinOf(16384 + 512), 33u);  // 16-32 KiB: 512 B a bin
+  EXPECT_EQ(FreeIndex::BinOf(32768 - 512), 63u);
+  EXPECT_EQ(FreeIndex::BinOf(32768), 64u);
+  EXPECT_EQ(FreeIndex::BinOf(32768 + 1024), 65u);  // 32-64 KiB: 1 KiB a bin
+  EXPECT_EQ(FreeIndex::BinOf(size_t{1} << 20), 32u + 6 * 32);
+  EXPECT_EQ(FreeIndex::BinOf((size_t{1} << 20) + (size_t{1} << 15)),
+            32u + 6 * 32 + 1);
+  EXPECT_EQ(FreeIndex::BinOf(size_t{1} << 62), FreeIndex::kNumBins - 1);
+}
+
 TEST(FreeIndex, BinsAreMonotonic) {
   uint32_t last = 0;
   for (size_t s = 512; s < (size_t{1} << 40); s += s / 7 + 512) {
