@@ -94,8 +94,7 @@ inline void FreeIndex::Remove(Block* block) {
   const uint32_t bin = block->bin;
   Block* const prev = block->bin_prev;
   Block* const next = block->bin_next;
-  // One test of both cases (a block first in its bin is its head), so that
-  // the check does not branch on where the block sits.
+  // A block first in its bin is its head.
   FF_CHECK((prev != nullptr) | (heads_[bin] == block),
            "FreeIndex::Remove of an unindexed block");
   *(prev != nullptr ? &prev->bin_next : &heads_[bin]) = next;

@@ -12,10 +12,11 @@
 // reported as counters (maps_timed, unmaps_timed, maps_per_10k_pairs) and a
 // run where more than 1 pair in 10,000 mapped or unmapped is an error. p50_ns /
 // p99_ns: each pair timed on its own with the TSC, around the two calls alone:
-// what a pair frees and allocates is read from the sequence's arrays before
-// the first read, which waits for those loads (lfence), and the second read
-// waits for the calls to finish (rdtscp). Raw: tare_ns is the median cost of
-// the two TSC reads alone, p50_net_ns = p50_ns - tare_ns. Target on
+// what a pair frees (from the live-block array) and allocates (computed from
+// the sequence index) is in hand before the first read, which waits for those
+// loads (lfence), and the second read waits for the calls to finish (rdtscp).
+// Raw: tare_ns is the median cost of the two TSC reads alone, p50_net_ns =
+// p50_ns - tare_ns. Target on
 // the H200's CUDA backend: p50 <= 200 ns, p99 <= 1 us. BM_SteadyPairsAdapter:
 // the same pairs through the native adapter's calls (ff_malloc, and ff_free
 // with FF_DEVICE_OWNER: its deleter is given only the pointer).
@@ -150,8 +151,8 @@ double NsPerTick() {
 
 // The TSC reads around a timed pair. The first waits for every earlier
 // instruction, the loads of what the pair frees and allocates included
-// (lfence), so no miss of the benchmark's own arrays is counted; the second
-// waits for the pair's instructions to finish (rdtscp).
+// (lfence), so no miss of the benchmark's live-block array is counted; the
+// second waits for the pair's instructions to finish (rdtscp).
 inline uint64_t StartTicks() {
   _mm_lfence();
   return __rdtsc();
