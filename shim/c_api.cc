@@ -16,6 +16,7 @@
 #include "allocator/obs/trace_context.h"
 #include "allocator/sleep/region_tags.h"
 #include "fragfree/fragfree.h"
+#include "shim/call_entry.h"
 #include "shim/device_bucket_advice.h"
 #include "shim/host_api.h"
 #include "shim/oom.h"
@@ -101,6 +102,57 @@ static_assert(0 FF_STATS_LAYOUT(FF_COUNT) ==
 
 }  // namespace
 
+namespace fragfree {
+
+void* MallocFailed(DeviceAllocator& device, const absl::Status& status) {
+  Runtime& rt = Runtime::Get();
+  if (absl::IsResourceExhausted(status)) {
+    // Out of memory: the message is the whole report (docs/oom.md).
+    rt.Report(
+        absl::ResourceExhaustedError(ReportOom(device, device.options())));
+  } else {
+    rt.Report(status);
+  }
+  return nullptr;
+}
+
+void* MallocOnNewDevice(size_t size, int device, ff_stream_t stream) {
+  Runtime& rt = Runtime::Get();
+  absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
+  if (!d.ok()) {
+    rt.Report(d.status());
+    return nullptr;
+  }
+  absl::StatusOr<void*> p =
+      (*d)->Malloc(size, reinterpret_cast<StreamHandle>(stream));
+  if (!p.ok()) return MallocFailed(**d, p.status());
+  return *p;
+}
+
+ff_status_t FreeSlow(void* ptr, int device) {
+  Runtime& rt = Runtime::Get();
+  if (device < 0) {  // FF_DEVICE_OWNER (any negative value, as ever)
+    // The native adapter's every free: each device in use is asked to free
+    // `ptr` if it is one of its live allocations (one lock and one probe on
+    // the owner), in OwnerOf's order.
+    for (int i = 0; i < kMaxDevices; ++i) {
+      DeviceAllocator* d = rt.Existing(i);
+      if (d == nullptr) continue;
+      bool owned = false;
+      absl::Status st = d->Free(ptr, &owned);
+      if (owned) return rt.Report(st);
+    }
+    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_free: pointer %p is not a live fragfree allocation on any device",
+        ptr)));
+  }
+  absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
+  if (!d.ok()) return rt.Report(d.status());
+  return rt.Report((*d)->Free(ptr));
+}
+
+}  // namespace fragfree
+
 extern "C" {
 
 ff_status_t ff_init(const char* conf) {
@@ -123,53 +175,11 @@ int ff_device_count(void) {
 }
 
 void* ff_malloc(size_t size, int device, ff_stream_t stream) {
-  if (size == 0) return nullptr;
-  Runtime& rt = Runtime::Get();
-  absl::StatusOr<DeviceAllocator*> d = rt.Device(device);
-  if (!d.ok()) {
-    rt.Report(d.status());
-    return nullptr;
-  }
-  absl::StatusOr<void*> p =
-      (*d)->Malloc(size, reinterpret_cast<fragfree::StreamHandle>(stream));
-  if (!p.ok()) {
-    if (absl::IsResourceExhausted(p.status())) {
-      // Out of memory: the message is the whole report (docs/oom.md).
-      rt.Report(absl::ResourceExhaustedError(
-          fragfree::ReportOom(**d, (*d)->options())));
-    } else {
-      rt.Report(p.status());
-    }
-    return nullptr;
-  }
-  return *p;
+  return fragfree::MallocCall(size, device, stream);
 }
 
 ff_status_t ff_free(void* ptr, int device) {
-  if (ptr == nullptr) return FF_OK;
-  Runtime& rt = Runtime::Get();
-  if (device < 0) {  // FF_DEVICE_OWNER (any negative value, as ever)
-    // The native adapter's every free: each device in use is asked to free
-    // `ptr` if it is one of its live allocations (one lock and one probe on
-    // the owner), in OwnerOf's order.
-    for (int i = 0; i < fragfree::kMaxDevices; ++i) {
-      DeviceAllocator* d = rt.Existing(i);
-      if (d == nullptr) continue;
-      bool owned = false;
-      absl::Status st = d->Free(ptr, &owned);
-      if (owned) return rt.Report(st);
-    }
-    return rt.Report(absl::InvalidArgumentError(absl::StrFormat(
-        "ff_free: pointer %p is not a live fragfree allocation on any device",
-        ptr)));
-  }
-  DeviceAllocator* d = rt.Existing(device);
-  if (d == nullptr) {
-    absl::StatusOr<DeviceAllocator*> made = rt.Device(device);
-    if (!made.ok()) return rt.Report(made.status());
-    d = *made;
-  }
-  return rt.Report(d->Free(ptr));
+  return fragfree::FreeCall(ptr, device);
 }
 
 ff_status_t ff_record_stream(void* ptr, int device, ff_stream_t stream) {

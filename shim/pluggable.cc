@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fragfree/fragfree.h"
+#include "shim/call_entry.h"
 
 extern "C" {
 
@@ -15,7 +16,7 @@ extern "C" {
 // (the exception crosses into PyTorch's C++, which raises it in Python as a
 // RuntimeError carrying fragfree's message), as RMM's PyTorch allocator does.
 void* fragfree_malloc(size_t size, int device, void* stream) {
-  void* p = ff_malloc(size, device, stream);
+  void* p = fragfree::MallocCall(size, device, stream);
   if (p == nullptr && size > 0) {
     throw std::runtime_error(ff_last_error());
   }
@@ -23,7 +24,7 @@ void* fragfree_malloc(size_t size, int device, void* stream) {
 }
 
 void fragfree_free(void* ptr, size_t /*size*/, int device, void* /*stream*/) {
-  ff_free(ptr, device);
+  fragfree::FreeCall(ptr, device);
 }
 
 void fragfree_empty_cache(void) { ff_empty_cache(FF_DEVICE_ALL); }

@@ -36,13 +36,13 @@ class Runtime : public MetadataObject {
   // Re-reads the options; refused once a device allocator exists.
   absl::Status Init(const char* conf) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
-  // The allocator of `device`, created on first use (inline: every ff_malloc
-  // asks).
+  // The allocator of `device`, created on first use.
   absl::StatusOr<DeviceAllocator*> Device(int device) ABSL_LOCKS_EXCLUDED(mu_) {
     if (DeviceAllocator* d = Existing(device)) return d;
     return CreateDevice(device);
   }
-  // The allocator of `device` if it exists (no creation), else nullptr.
+  // The allocator of `device` if it exists (no creation), else nullptr
+  // (inline: every allocation and free asks, shim/call_entry.h).
   DeviceAllocator* Existing(int device) const {
     if (ABSL_PREDICT_FALSE(device < 0 || device >= kMaxDevices)) return nullptr;
     return devices_[device].load(std::memory_order_acquire);

@@ -2,10 +2,12 @@
 // free index (bins, fits, removal), the live table (against a map, through
 // growth and deletions inside probe runs, prefetched without a lock) and the
 // quick cache.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "allocator/blocks/free_index.h"
 #include "allocator/blocks/live_table.h"
@@ -165,8 +167,8 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
     return reinterpret_cast<Block*>(uintptr_t(step + 1) * sizeof(Block));
   };
   std::mt19937_64 rng(7);
-  // Addresses from a few clustered ranges, so probe runs are long and erasing
-  // inside them (backward shift) is exercised.
+  // Addresses from a few clustered ranges, 512 bytes apart as allocations
+  // are.
   auto random_addr = [&] {
     return (uintptr_t{1} << 44) * (1 + rng() % 3) + 512 * (rng() % 3000);
   };
@@ -200,6 +202,105 @@ TEST(LiveTable, AgreesWithAMapThroughGrowthAndErasure) {
   table.Clear();
   EXPECT_EQ(table.size(), 0u);
   EXPECT_EQ(table.Find(model.begin()->first), nullptr);
+}
+
+// `count` distinct addresses in [base, base + 512 GiB) that hash to bucket
+// `bucket` of `table` as it is now.
+std::vector<uintptr_t> AddressesInBucket(const LiveTable& table, size_t bucket,
+                                         size_t count, std::mt19937_64& rng,
+                                         uintptr_t base = uintptr_t{1} << 40) {
+  std::vector<uintptr_t> out;
+  while (out.size() < count) {
+    const uintptr_t addr = base + 512 * (rng() % (1u << 30));
+    if (table.HomeBucket(addr) != bucket) continue;
+    if (std::find(out.begin(), out.end(), addr) == out.end())
+      out.push_back(addr);
+  }
+  return out;
+}
+
+// Entries whose home bucket is full live in the buckets after it: every one
+// is found, erasing them in any order (home first or last) loses none of the
+// others, and an address that is not there is not found, while the run of
+// full buckets grows and shrinks.
+TEST(LiveTable, EntriesPastAFullBucketStayFoundThroughErasure) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    LiveTable table;
+    const size_t buckets = table.bucket_count();
+    // Room for all of them without growing (the table keeps a quarter full).
+    const size_t count = std::min<size_t>(buckets, 4 * 10);
+    const size_t home = rng() % buckets;
+    std::vector<uintptr_t> addrs = AddressesInBucket(table, home, count, rng);
+    // From another range: never one of the addresses put in.
+    const std::vector<uintptr_t> absent =
+        AddressesInBucket(table, home, 1, rng, uintptr_t{1} << 41);
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      table.Insert(LiveEntry(addrs[i], reinterpret_cast<Block*>(64 * (i + 1))));
+    }
+    ASSERT_EQ(table.bucket_count(), buckets) << "the table grew";
+    std::shuffle(addrs.begin(), addrs.end(), rng);
+    int put_back = 0;
+    while (!addrs.empty()) {
+      EXPECT_EQ(table.Find(absent[0]), nullptr);
+      LiveEntry* e = table.Find(addrs.back());
+      ASSERT_NE(e, nullptr);
+      table.Erase(e);
+      addrs.pop_back();
+      for (uintptr_t a : addrs) ASSERT_NE(table.Find(a), nullptr) << trial;
+      // Put one back now and then: it takes the first free slot from home.
+      if (addrs.size() % 7 == 3 && put_back++ < 4) {
+        const uintptr_t again = AddressesInBucket(table, home, 1, rng)[0];
+        if (table.Find(again) == nullptr) {
+          table.Insert(LiveEntry(again, reinterpret_cast<Block*>(64)));
+          addrs.insert(addrs.begin(), again);
+        }
+      }
+    }
+    EXPECT_EQ(table.size(), 0u);
+    EXPECT_EQ(table.Find(absent[0]), nullptr);
+  }
+}
+
+// More than 255 entries past one bucket: its count sticks (it is searched past
+// from then on) and the table stays exact; a lookup of an absent address ends
+// even when every bucket it meets has entries past it.
+TEST(LiveTable, AStuckOverflowCountKeepsTheTableExact) {
+  std::mt19937_64 rng(5);
+  LiveTable table;
+  // Grow the table to 512 buckets (a load of at most 1/4 below 4096 slots,
+  // 1/2 at 4096 and above), then empty it: it does not shrink.
+  std::vector<uintptr_t> filler;
+  for (uintptr_t a = 512; table.bucket_count() < 512; a += 512) {
+    table.Insert(LiveEntry(a, reinterpret_cast<Block*>(64)));
+    filler.push_back(a);
+  }
+  for (uintptr_t a : filler) table.Erase(table.Find(a));
+  const size_t buckets = table.bucket_count();
+  std::vector<uintptr_t> addrs = AddressesInBucket(table, 0, 300, rng);
+  for (uintptr_t a : addrs) {
+    table.Insert(LiveEntry(a, reinterpret_cast<Block*>(128)));
+  }
+  ASSERT_EQ(table.bucket_count(), buckets) << "the table grew";
+  for (uintptr_t a : addrs) ASSERT_NE(table.Find(a), nullptr);
+  EXPECT_EQ(
+      table.Find(AddressesInBucket(table, 0, 1, rng, uintptr_t{1} << 41)[0]),
+      nullptr);
+  auto erase = [&](uintptr_t a) {
+    LiveEntry* e = table.Find(a);
+    ASSERT_NE(e, nullptr) << a;
+    table.Erase(e);
+  };
+  for (size_t i = 0; i < addrs.size(); i += 2) erase(addrs[i]);
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    EXPECT_EQ(table.Find(addrs[i]) != nullptr, i % 2 == 1) << i;
+  }
+  for (size_t i = 1; i < addrs.size(); i += 2) erase(addrs[i]);
+  EXPECT_EQ(table.size(), 0u);
+  for (uintptr_t a : addrs) EXPECT_EQ(table.Find(a), nullptr);
+  for (uintptr_t a : filler) EXPECT_EQ(table.Find(a), nullptr);
+  table.Insert(LiveEntry(addrs[0], reinterpret_cast<Block*>(64)));
+  EXPECT_NE(table.Find(addrs[0]), nullptr);
 }
 
 // Prefetch runs without the owner's lock while the table grows and shrinks
