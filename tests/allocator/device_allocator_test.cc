@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -297,6 +298,118 @@ TEST(DeviceAllocator, PendingFreeWaitsAcrossRepeatedProcessing) {
   for (void* q : held) ASSERT_TRUE(f.a->Free(q).ok());
   ASSERT_TRUE(f.a->EmptyCache().ok());
   EXPECT_EQ(f.a->GetStats().active_bytes.pool[kPoolAll].current, 0);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+// `active` and `active_bytes` against a model that moves them as PyTorch
+// does: up with every allocation, down when a free's last use is done (at
+// once, or for a free after record_stream when the other stream's work is
+// done and pending frees are next processed), per pool and for "all", with
+// peaks and cumulative counts across ResetPeakStats and ResetAccumulatedStats
+// taken while frees are pending.
+TEST(DeviceAllocator, ActiveStatsMoveAsAllocatedPlusPendingFrees) {
+  struct ModelStat {
+    int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  };
+  // [stat: count, bytes][pool: all, small, large]
+  ModelStat model[2][3];
+  auto add = [&](int pool, int64_t bytes) {
+    const int64_t deltas[2] = {1, bytes};
+    for (int stat = 0; stat < 2; ++stat) {
+      for (int p : {int(kPoolAll), pool}) {
+        ModelStat& m = model[stat][p];
+        m.current += deltas[stat];
+        m.allocated += deltas[stat];
+        m.peak = std::max(m.peak, m.current);
+      }
+    }
+  };
+  auto remove = [&](int pool, int64_t bytes) {
+    const int64_t deltas[2] = {1, bytes};
+    for (int stat = 0; stat < 2; ++stat) {
+      for (int p : {int(kPoolAll), pool}) {
+        model[stat][p].current -= deltas[stat];
+        model[stat][p].freed += deltas[stat];
+      }
+    }
+  };
+  struct Live {
+    void* ptr;
+    int pool;
+    int64_t bytes;
+  };
+  struct Pending {
+    int pool;
+    int64_t bytes;
+    bool done;  // the other stream's work completed
+  };
+  Fixture f = Make(1024);
+  std::vector<Live> live;
+  std::vector<Pending> pending;
+  std::mt19937_64 rng(3);
+  for (int step = 0; step < 3000; ++step) {
+    const int op = int(rng() % 100);
+    if (op < 40 || live.empty()) {
+      if (live.size() >= 12) continue;
+      // The Malloc first returns the pending frees whose work is done.
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (!it->done) {
+          ++it;
+          continue;
+        }
+        remove(it->pool, it->bytes);
+        it = pending.erase(it);
+      }
+      const bool small = rng() % 2 == 0;
+      const size_t size = small ? 512 * (1 + rng() % 128)
+                                : (size_t{1} << 20) + 512 * (1 + rng() % 4096);
+      const int pool = small ? kPoolSmall : kPoolLarge;
+      const int64_t before = f.a->GetStats().allocated_bytes.pool[pool].current;
+      absl::StatusOr<void*> p = f.a->Malloc(size, kS1);
+      ASSERT_TRUE(p.ok()) << p.status();
+      const int64_t bytes =
+          f.a->GetStats().allocated_bytes.pool[pool].current - before;
+      live.push_back({*p, pool, bytes});
+      add(pool, bytes);
+    } else if (op < 70) {
+      const size_t k = rng() % live.size();
+      const Live l = live[k];
+      live.erase(live.begin() + k);
+      if (rng() % 2 == 0) {
+        ASSERT_TRUE(f.a->Free(l.ptr).ok());
+        remove(l.pool, l.bytes);
+      } else {
+        ASSERT_TRUE(f.a->RecordStream(l.ptr, kS2).ok());
+        ASSERT_TRUE(f.a->Free(l.ptr).ok());
+        pending.push_back({l.pool, l.bytes, false});
+      }
+    } else if (op < 80) {
+      f.events->CompleteAll();
+      for (Pending& p : pending) p.done = true;
+    } else if (op < 90) {
+      f.a->ResetPeakStats();
+      for (auto& stat : model) {
+        for (ModelStat& m : stat) m.peak = m.current;
+      }
+    } else {
+      f.a->ResetAccumulatedStats();
+      for (auto& stat : model) {
+        for (ModelStat& m : stat) m.allocated = m.freed = 0;
+      }
+    }
+    const DeviceStats s = f.a->GetStats();
+    const StatArray* arrays[2] = {&s.active, &s.active_bytes};
+    for (int stat = 0; stat < 2; ++stat) {
+      for (int p : {kPoolAll, kPoolSmall, kPoolLarge}) {
+        const Stat& got = arrays[stat]->pool[p];
+        const ModelStat& want = model[stat][p];
+        ASSERT_EQ(got.current, want.current) << step << " " << stat << p;
+        ASSERT_EQ(got.peak, want.peak) << step << " " << stat << p;
+        ASSERT_EQ(got.allocated, want.allocated) << step << " " << stat << p;
+        ASSERT_EQ(got.freed, want.freed) << step << " " << stat << p;
+      }
+    }
+  }
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
