@@ -121,6 +121,13 @@ TEST_F(CApiTest, BadInputIsAClearErrorAndCorruptsNothing) {
   EXPECT_NE(LastMessage().find("device 3 does not exist"), std::string::npos)
       << LastMessage();
   EXPECT_EQ(ff_malloc(100, -1, nullptr), nullptr);
+  // A free on a device that does not exist is refused, and frees nothing.
+  EXPECT_EQ(ff_free(keep, 3), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("device 3 does not exist"), std::string::npos)
+      << LastMessage();
+  EXPECT_EQ(ff_free(keep, 64), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("out of range"), std::string::npos)
+      << LastMessage();
 
   EXPECT_EQ(ff_set_memory_fraction(2.0, 0), FF_ERR_INVALID_ARGUMENT);
   ff_stats_t small;
