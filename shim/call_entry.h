@@ -14,6 +14,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "fragfree/fragfree.h"
 #include "shim/runtime.h"
 
@@ -22,7 +23,8 @@ namespace fragfree {
 // ff_malloc's failure: records the error (an out-of-memory error's message is
 // the whole report, docs/oom.md) and returns nullptr.
 void* MallocFailed(DeviceAllocator& device, const absl::Status& status);
-// ff_malloc on a device with no allocator yet: makes it, then allocates.
+// ff_malloc on a device with no allocator yet: makes it and allocates, or
+// reports why it cannot (no such device).
 void* MallocOnNewDevice(size_t size, int device, ff_stream_t stream);
 // ff_free with FF_DEVICE_OWNER (device < 0), or on a device with no allocator
 // yet.
