@@ -123,10 +123,7 @@ void* MallocOnNewDevice(size_t size, int device, ff_stream_t stream) {
     rt.Report(d.status());
     return nullptr;
   }
-  absl::StatusOr<void*> p =
-      (*d)->Malloc(size, reinterpret_cast<StreamHandle>(stream));
-  if (!p.ok()) return MallocFailed(**d, p.status());
-  return *p;
+  return MallocOn(**d, size, stream);
 }
 
 ff_status_t FreeSlow(void* ptr, int device) {

@@ -30,6 +30,17 @@ void* MallocOnNewDevice(size_t size, int device, ff_stream_t stream);
 // yet.
 ff_status_t FreeSlow(void* ptr, int device);
 
+// `size` (> 0) bytes from `device`'s allocator, or nullptr with the error
+// recorded.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* MallocOn(DeviceAllocator& device,
+                                                   size_t size,
+                                                   ff_stream_t stream) {
+  absl::StatusOr<void*> p =
+      device.Malloc(size, reinterpret_cast<StreamHandle>(stream));
+  if (ABSL_PREDICT_FALSE(!p.ok())) return MallocFailed(device, p.status());
+  return *p;
+}
+
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* MallocCall(size_t size, int device,
                                                      ff_stream_t stream) {
   if (size == 0) return nullptr;
@@ -37,10 +48,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void* MallocCall(size_t size, int device,
   if (ABSL_PREDICT_FALSE(d == nullptr)) {
     return MallocOnNewDevice(size, device, stream);
   }
-  absl::StatusOr<void*> p =
-      d->Malloc(size, reinterpret_cast<StreamHandle>(stream));
-  if (ABSL_PREDICT_FALSE(!p.ok())) return MallocFailed(*d, p.status());
-  return *p;
+  return MallocOn(*d, size, stream);
 }
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline ff_status_t FreeCall(void* ptr,
