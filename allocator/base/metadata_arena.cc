@@ -44,7 +44,7 @@ constinit MmapArena mmap_arena;
 __attribute__((constructor(101))) void RegisterMmapArenaForkHandlers() {
   pthread_atfork([] { mmap_arena.LockForFork(); },
                  [] { mmap_arena.UnlockAfterFork(); },
-                 [] { mmap_arena.UnlockAfterFork(); });
+                 [] { mmap_arena.UnlockInForkChild(); });
 }
 
 }  // namespace

@@ -70,9 +70,12 @@ class MmapArena {
   // (tests' private arenas; never the process-wide one).
   void ReleaseAll() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // pthread_atfork handlers: prepare / parent and child.
+  // pthread_atfork handlers: prepare, parent, child.
   void LockForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Lock(); }
   void UnlockAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Unlock(); }
+  void UnlockInForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    mu_.UnlockInForkChild();
+  }
 
  private:
   struct FreeNode {
