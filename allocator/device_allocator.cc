@@ -66,6 +66,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                             &stats_, placement_.get(), &arenas_,
                             &reclaim_queue_, page_size_, options.defer_unmap,
                             options.move_clock == Options::MoveClock::kCpu}) {
+  PrepareMutexSleep();  // not in the first step whose threads contend
   MutexLock lock(&mu_);
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);

@@ -47,16 +47,21 @@ bool RegisterBarrier() {
          Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 }
 
-// A full memory barrier on every CPU that runs a thread of this process, done
-// before this returns true; false where the kernel or a sandbox refuses it.
-bool ProcessWideBarrier() {
-  if (g_force_backstop.load(std::memory_order_relaxed)) return false;
+// Registers the process on first use (racing first uses agree).
+BarrierState KnownBarrierState() {
   int state = g_barrier.load(std::memory_order_acquire);
   if (state == kUnknown) {
     state = RegisterBarrier() ? kRegistered : kRefused;
     g_barrier.store(state, std::memory_order_release);
   }
-  if (state == kRefused) return false;
+  return BarrierState(state);
+}
+
+// A full memory barrier on every CPU that runs a thread of this process, done
+// before this returns true; false where the kernel or a sandbox refuses it.
+bool ProcessWideBarrier() {
+  if (g_force_backstop.load(std::memory_order_relaxed)) return false;
+  if (KnownBarrierState() == kRefused) return false;
   if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return true;
   // A child of fork may find its process not registered.
   return errno == EPERM && RegisterBarrier() &&
@@ -104,9 +109,12 @@ bool MutexSleepIsExact() {
          ProcessWideBarrier();
 }
 
+void PrepareMutexSleep() { KnownBarrierState(); }
+
 #else
 
 bool MutexSleepIsExact() { return true; }
+void PrepareMutexSleep() {}
 
 #endif  // FF_MUTEX_IS_STD_MUTEX
 
