@@ -104,10 +104,7 @@ void Mutex::Wake() {
           nullptr, nullptr, 0);
 }
 
-bool MutexSleepIsExact() {
-  return !g_force_backstop.load(std::memory_order_relaxed) &&
-         ProcessWideBarrier();
-}
+bool MutexSleepIsExact() { return ProcessWideBarrier(); }
 
 void PrepareMutexSleep() { KnownBarrierState(); }
 

@@ -4,8 +4,8 @@
 // (`/0`) or scattered over 64 MiB so that their stores miss (`/1`); and
 // threads that take it in turn with work between (BM_Contended/W, 1 to 8
 // threads, W additions outside the lock: 64 keeps the lock busy about half
-// the time, 2048 (~1 us) about as a program that does other work between
-// allocations; waiters spin and, past their spin, sleep). Note [Lock] in
+// the time, 2048 (~0.6 us on the 2-vCPU host VM) more as a program that does
+// other work between allocations; waiters spin and, past their spin, sleep). Note [Lock] in
 // docs/design.md. Run two builds side by side to compare two locks.
 #include <atomic>
 #include <cstdint>
