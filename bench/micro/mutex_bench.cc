@@ -5,10 +5,14 @@
 // threads that take it in turn with work between (BM_Contended/W, 1 to 8
 // threads, W additions outside the lock: 64 keeps the lock busy about half
 // the time, 2048 (~0.6 us on the 2-vCPU host VM) more as a program that does
-// other work between allocations; waiters spin and, past their spin, sleep). Note [Lock] in
-// docs/design.md. Run two builds side by side to compare two locks.
+// other work between allocations; waiters spin and, past their spin, sleep);
+// and the barrier a waiter runs before it sleeps (BM_SleepBarrier/T, T other
+// threads busy). Note [Lock] in docs/design.md. Run two builds side by side
+// to compare two locks.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "allocator/base/mutex.h"
@@ -72,6 +76,46 @@ void BM_Contended(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Contended)->Arg(64)->Arg(2048)->ThreadRange(1, 8)->UseRealTime();
+
+// What a waiter pays before it sleeps: the process-wide barrier
+// (MutexSleepIsExact runs one), with `state.range(0)` other threads busy so
+// that their CPUs take the barrier's interrupt. The first call also registers
+// the process (PrepareMutexSleep), outside the timed loop (counter
+// register_ms).
+void BM_SleepBarrier(benchmark::State& state) {
+  // register_ms: how long the process's registration took (the first call),
+  // with a second thread alive, as in any program that has started one (the
+  // kernel skips its grace-period wait for a single-threaded process).
+  static const double register_ms = [] {
+    std::atomic<bool> go{false};
+    std::thread second([&] {
+      while (!go.load()) std::this_thread::yield();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    PrepareMutexSleep();
+    const auto t1 = std::chrono::steady_clock::now();
+    go.store(true);
+    second.join();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  }();
+  state.counters["register_ms"] = register_ms;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int64_t t = 0; t < state.range(0); ++t) {
+    busy.emplace_back([&] {
+      uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed))
+        benchmark::DoNotOptimize(++n);
+    });
+  }
+  bool exact = true;
+  for (auto _ : state) exact &= MutexSleepIsExact();
+  stop.store(true);
+  for (std::thread& t : busy) t.join();
+  if (!exact)
+    state.SkipWithError("membarrier refused: waiters use the backstop");
+}
+BENCHMARK(BM_SleepBarrier)->Arg(0)->Arg(1)->Arg(4)->UseRealTime();
 
 }  // namespace
 }  // namespace fragfree
