@@ -10,7 +10,7 @@ D=.carry/gpu
 rm -rf "$D" && mkdir -p "$D/bin" "$D/lib" "$D/deps"
 cp -a "$BUILD"/lib/lib*.so* "$D/lib/"
 for f in "$BUILD"/bin/*; do
-  case "$(basename "$f")" in *_test|malloc_free_bench|steady_state_bench|pinned_bench|fragfree-replay|*preload*) cp "$f" "$D/bin/";; esac
+  case "$(basename "$f")" in *_test|malloc_free_bench|steady_state_bench|mutex_bench|pinned_bench|fragfree-replay|*preload*) cp "$f" "$D/bin/";; esac
 done
 for f in "$D"/bin/* "$D"/lib/libfragfree.so; do
   ldd "$f" 2>/dev/null | awk '/=> \//{print $3}' | grep -E 'absl|benchmark|gtest|gmock' || true
