@@ -120,8 +120,8 @@ bool MutexSleepIsExact();
 inline constexpr int kMutexBackstopUs = 200;
 // Registers the process for the waiters' barrier now rather than when a
 // waiter first sleeps: the registration waits for the kernel's grace period
-// (16 ms on the 2-vCPU host VM). Cheap after the first call. The engine calls
-// it when a device's allocator is made.
+// (12-23 ms on the 2-vCPU host VM, mutex_bench's BM_SleepBarrier). Cheap after
+// the first call. The engine calls it when a device's allocator is made.
 void PrepareMutexSleep();
 // For tests: every waiter sleeps with the backstop and without the barrier,
 // as where membarrier is refused.
