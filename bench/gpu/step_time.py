@@ -65,7 +65,12 @@ then runs within a few steps' time of the others', so a host whose CPU speed
 drifts over seconds (a CPU-paced step's time moves ±20% within one process:
 bench/results/2026-12-03-h200-session16.md) moves them alike, and a table "Step
 by step" gives each mode's steps ÷ torch's steps of the same index and round:
-the median with its 95% confidence interval, and the 10th-90th percentiles.
+the median with its 95% confidence interval, and the 10th-90th percentiles;
+then with the run as the unit (each run's median ratio; the median over runs,
+its interval and in how many runs it is above 1: a run's steps share their
+process's luck, so the per-step interval is too narrow where runs differ);
+and the CPU part of each step (the step less its closing wait) less torch's
+same step's, per run likewise.
 The processes share the GPU (an idle one holds its memory) and wall-clock time:
 fragfree's move time budget (Note [Move time budget] in docs/design.md) counts
 the others' steps as time in which it moved nothing, so with N modes a fragfree
@@ -93,6 +98,7 @@ DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
 """
 import argparse
 import json
+import operator
 import os
 import random
 import select
@@ -433,6 +439,12 @@ def median_ci(values):
     return median(v), v[max(0, int(n / 2 - half))], v[min(n - 1, int(n / 2 + half))]
 
 
+def cpu_part(run):
+    """Each timed step's CPU part, ms: the step less its closing synchronise's
+    wait for the GPU (step_ms - sync_ms). REQUIRES: run["sync_ms"]."""
+    return [a - b for a, b in zip(run["step_ms"], run["sync_ms"])]
+
+
 def step_ratio(ok, results, wl):
     """With --lockstep: each timed step against torch's step of the same index
     in the same round (the two ran within seconds of each other): the median
@@ -440,17 +452,40 @@ def step_ratio(ok, results, wl):
     With PyTorch's default run more than once a round (torch, torch#again),
     also each step against the mean of those runs' steps of the same index
     (step_ratio_controls): one PyTorch process's speed then moves the baseline
-    half as much, as control_ratio does for whole runs."""
+    half as much, as control_ratio does for whole runs.
+
+    The steps of one run share that process's luck (its CPU, where its memory
+    landed), so the per-step interval is narrower than the truth when runs
+    differ. Hence also the run as the unit (step_ratio_runs): each run's median
+    step ratio, their median with its interval over runs, and in how many runs
+    it is above 1. And, where runs record their closing waits, the CPU's part
+    of each step (the step less that wait) less torch's same step's, per run
+    likewise (cpu_part_delta_ms): where the GPU sets the pace, a step ratio
+    above 1 with a longer CPU part says the CPU fell behind the GPU somewhere
+    in the step."""
     controls = {}
+    cpu_parts = {}  # round -> torch's CPU part of each step
     for r in pytorch_runs(results, wl):
         if r.get("lockstep"):
             controls.setdefault(r["round"], {})[r["mode"]] = r["step_ms"]
+            if r["mode"] == "torch" and r.get("sync_ms"):
+                cpu_parts[r["round"]] = cpu_part(r)
+    mine = [r for r in ok if r.get("lockstep")]
+
+    def per_run(base, value, combine):  # [combine(value(run)[i], base[round][i])] per run
+        return [[combine(a, b) for a, b in zip(value(r), base[r["round"]])]
+                for r in mine if r["round"] in base]
 
     def per_step(base):  # each lockstep step ÷ base[round][its index]
-        return [a / b for r in ok if r.get("lockstep") and r["round"] in base
-                for a, b in zip(r["step_ms"], base[r["round"]])]
+        return [x for run in per_run(base, lambda r: r["step_ms"], operator.truediv)
+                for x in run]
 
-    ratios = per_step({k: v["torch"] for k, v in controls.items() if "torch" in v})
+    def over_runs(runs):  # ((median, lo, hi) of the runs' medians, or None; the medians)
+        meds = [median(run) for run in runs if run]
+        return (median_ci(meds), meds) if len(meds) >= 2 else (None, meds)
+
+    base = {k: v["torch"] for k, v in controls.items() if "torch" in v}
+    ratios = per_step(base)
     if len(ratios) < 2:
         return {}
     mid, lo, hi = median_ci(ratios)
@@ -458,6 +493,17 @@ def step_ratio(ok, results, wl):
     out = dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
                step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
                step_pairs=len(ratios))
+    stats, meds = over_runs(per_run(base, lambda r: r["step_ms"], operator.truediv))
+    if stats:
+        out.update(step_ratio_runs=round(stats[0], 4),
+                   step_ratio_runs_ci=[round(stats[1], 4), round(stats[2], 4)],
+                   runs_above=sum(m > 1 for m in meds), runs=len(meds))
+    stats, meds = over_runs(per_run(
+        cpu_parts, lambda r: cpu_part(r) if r.get("sync_ms") else [], operator.sub))
+    if stats:
+        out.update(cpu_part_delta_ms=round(stats[0], 3),
+                   cpu_part_delta_ms_ci=[round(stats[1], 3), round(stats[2], 3)],
+                   cpu_part_runs_above=sum(m > 0 for m in meds))
     to_means = per_step({k: [statistics.mean(steps) for steps in zip(*v.values())]
                          for k, v in controls.items() if len(v) >= 2})
     if len(to_means) >= 2:
@@ -555,17 +601,34 @@ def table(rows, rounds):
     if stepped:
         def ci_cell(r, key):
             return "{:.3f} [{:.3f}–{:.3f}]".format(r[key], *r[key + "_ci"]) if key in r else ""
+        def runs_cell(r, key, above):
+            return f"{ci_cell(r, key)}, {r[above]} of {r['runs']}" if key in r else ""
         to_means = any("step_ratio_controls" in r for r in stepped)
+        by_run = any("step_ratio_runs" in r for r in stepped)
+        parts = any("cpu_part_delta_ms" in r for r in stepped)
         out += sub_table(
             "Step by step (--lockstep): each timed step ÷ torch's step of the same index and "
             "round, run within seconds of it" + (
-                "; and ÷ the mean of PyTorch's runs' steps of that index and round."
-                if to_means else "."),
+                "; and ÷ the mean of PyTorch's runs' steps of that index and round"
+                if to_means else "") + "." + (
+                " Per run: each run's median of those ratios, the median over runs with its "
+                "95% CI, and in how many runs it is above 1. A run's steps share its process's "
+                "luck, so where runs differ the per-step interval is too narrow: read the "
+                "per-run one." if by_run else "") + (
+                " CPU part: the step less its closing wait for the GPU, less torch's same "
+                "step's, in ms, per run likewise (and in how many runs it is longer)."
+                if parts else ""),
             ["median [95% CI]", "10th–90th percentile", "steps"] + (
-                ["÷ mean of PyTorch's steps: median [95% CI]"] if to_means else []),
+                ["÷ mean of PyTorch's steps: median [95% CI]"] if to_means else []) + (
+                ["per run: median [95% CI], above 1 in"] if by_run else []) + (
+                ["CPU part − torch's, ms, per run: median [95% CI], longer in"]
+                if parts else []),
             [(r, [ci_cell(r, "step_ratio"), "{:.3f}–{:.3f}".format(*r["step_ratio_range"]),
                   str(r["step_pairs"])] + ([ci_cell(r, "step_ratio_controls")] if to_means
-                                            else []))
+                                            else []) + (
+                      [runs_cell(r, "step_ratio_runs", "runs_above")] if by_run else []) + (
+                      [runs_cell(r, "cpu_part_delta_ms", "cpu_part_runs_above")]
+                      if parts else []))
              for r in stepped])
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:

@@ -96,6 +96,52 @@ def test_step_by_step_ratio_pairs_steps_of_the_same_index_and_round():
     assert "| wl | ff-native | 1.000 [" in text
 
 
+def test_per_run_ratio_takes_each_runs_median():
+    # Round 0: ff-native's steps are 2% slower in 3 of 4 steps; round 1: 1% faster in all;
+    # round 2: 3% slower in all. Runs' medians 1.02, 0.99, 1.03.
+    torch_steps = [100.0, 100.0, 100.0, 100.0]
+    ff_steps = [[102.0, 102.0, 100.0, 102.0], [99.0] * 4, [103.0] * 4]
+    runs = [lockstep_run("torch", r, torch_steps) for r in range(3)]
+    runs += [lockstep_run("ff-native", r, s) for r, s in enumerate(ff_steps)]
+    native = rows_by_mode(runs, ["torch", "ff-native"])["ff-native"]
+    assert native["step_ratio_runs"] == 1.02
+    assert native["step_ratio_runs_ci"] == [0.99, 1.03]
+    assert (native["runs_above"], native["runs"]) == (2, 3)
+    text = step_time.table(list(rows_by_mode(runs, ["torch", "ff-native"]).values()), 3)
+    assert "per run: median [95% CI], above 1 in" in text
+    assert "| 1.020 [0.990–1.030], 2 of 3 |" in text
+
+
+def test_cpu_part_of_each_step_against_torchs_same_step_per_run():
+    # Steps of 20 ms: torch waits 15 ms for the GPU (a 5 ms CPU part); ff-native
+    # 14 ms (a 6 ms CPU part) in round 0, but for one step of 13 ms, and 15.5 ms
+    # (4.5 ms) in round 1. Runs' medians +1.0 and -0.5 ms.
+    runs = [lockstep_run("torch", r, [20.0] * 4) for r in range(2)]
+    runs += [lockstep_run("ff-native", r, [20.0] * 4) for r in range(2)]
+    for r in runs[:2]:
+        r["sync_ms"] = [15.0] * 4
+    runs[2]["sync_ms"] = [14.0, 14.0, 13.0, 14.0]
+    runs[3]["sync_ms"] = [15.5] * 4
+    rows = rows_by_mode(runs, ["torch", "ff-native"])
+    native = rows["ff-native"]
+    assert native["cpu_part_delta_ms"] == 0.25
+    assert native["cpu_part_delta_ms_ci"] == [-0.5, 1.0]
+    assert native["cpu_part_runs_above"] == 1
+    assert rows["torch"]["cpu_part_delta_ms"] == 0.0
+    text = step_time.table(list(rows.values()), 2)
+    assert "CPU part − torch's, ms, per run" in text
+    assert "| 0.250 [-0.500–1.000], 1 of 2 |" in text
+
+
+def test_no_cpu_part_column_without_wait_records():
+    runs = [lockstep_run("torch", r, [10.0, 20.0]) for r in range(2)]
+    runs += [lockstep_run("ff-native", r, [11.0, 19.0]) for r in range(2)]
+    rows = rows_by_mode(runs, ["torch", "ff-native"])
+    assert "cpu_part_delta_ms" not in rows["ff-native"]
+    assert "step_ratio_runs" in rows["ff-native"]
+    assert "CPU part" not in step_time.table(list(rows.values()), 2)
+
+
 def test_no_step_by_step_ratio_for_runs_one_after_another():
     rows = rows_by_mode(RUNS, MODES)
     assert "step_ratio" not in rows["ff-native"]
@@ -177,7 +223,9 @@ def test_step_by_step_ratio_to_the_mean_of_pytorchs_steps():
     stepped = text.split("Step by step (--lockstep)")[1]
     line = [l for l in stepped.splitlines() if l.startswith("| wl | ff-native |")][0]
     assert line.startswith("| wl | ff-native | 0.995 [")
-    assert line.endswith("| 6 | 1.000 [0.900–1.100] |")
+    # Per run: round 0's ratios 0.99, 0.9, 1.1 (median 0.99), round 1's 1.2,
+    # 1.0, 0.8 (median 1.0).
+    assert line.endswith("| 6 | 1.000 [0.900–1.100] | 0.995 [0.990–1.000], 0 of 2 |")
 
 
 def test_no_step_by_step_control_column_with_one_pytorch_run_a_round():
