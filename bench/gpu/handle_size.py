@@ -7,6 +7,9 @@ process, alternated over rounds (CUDA events, median per round):
   pages       2 MiB handles, one cuMemCreate each, mapped side by side (what
               fragfree maps under a block)
   one_handle  one cuMemCreate for the whole tensor, mapped as one range
+  handles_N   (--handle-mib N,...) N MiB handles mapped side by side: whether
+              a kernel's fixed cost over many mappings (a 64 MiB copy ~0.4 us
+              slower on 2 MiB pages: README, Performance) falls with fewer
 
 Each backing holds a weight W (n x n fp32) and activations X (m x n) and Y
 (m x n); the timed work is Y = X @ W (GEMM) and W2.copy_(W) (a copy that
@@ -17,7 +20,7 @@ most pressure. Prints a table of the medians and the ratios to cudamalloc with
 their min-max over rounds, then one JSON line.
 
   python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
-                                   [--gather-gib 4]
+                                   [--gather-gib 4] [--handle-mib 8,32]
 """
 import argparse
 import ctypes
@@ -98,7 +101,15 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--gather-gib", type=int, default=0,
                     help="GiB of rows to gather from at random (0: no gather)")
+    ap.add_argument("--handle-mib", default="",
+                    help="more backings of handles of these sizes, MiB (multiples of 2): 8,32")
     args = ap.parse_args()
+    try:
+        handle_mib = [int(v) for v in filter(None, args.handle_mib.split(","))]
+    except ValueError:
+        ap.error(f"--handle-mib {args.handle_mib!r}: expected sizes in MiB such as 8,32")
+    if any(v <= 0 or (v << 20) % PAGE for v in handle_mib):
+        ap.error(f"--handle-mib {args.handle_mib!r}: each size a positive multiple of {PAGE >> 20} MiB")
     n, m = args.n, args.m
     g_rows = (args.gather_gib << 30) // 4096  # rows of 1024 fp32
     torch.cuda.init()
@@ -111,10 +122,13 @@ def main():
     def tensors(kind):
         if kind == "cudamalloc":
             return [torch.empty(*shape, device="cuda") for shape in shapes], None
-        region = VmmRegion(drv, total, PAGE if kind == "pages" else round_up(total, PAGE))
+        handle = {"pages": PAGE, "one_handle": round_up(total, PAGE)}.get(kind)
+        if handle is None:  # handles_N
+            handle = int(kind.split("_")[1]) << 20
+        region = VmmRegion(drv, total, handle)
         return [region.tensor(*shape) for shape in shapes], region
 
-    for kind in ("cudamalloc", "pages", "one_handle"):
+    for kind in ["cudamalloc", "pages", "one_handle"] + [f"handles_{v}" for v in handle_mib]:
         ts, region = tensors(kind)
         for t in ts:
             t.normal_()
@@ -157,7 +171,8 @@ def main():
             torch.cuda.synchronize()
             region.close()
     print(json.dumps({"bench": "handle_size", "n": n, "m": m, "rounds": args.rounds,
-                      "iters": args.iters, "gather_gib": args.gather_gib, "rows": rows}))
+                      "iters": args.iters, "gather_gib": args.gather_gib,
+                      "handle_mib": handle_mib, "rows": rows}))
     return 0
 
 
