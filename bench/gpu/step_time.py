@@ -485,7 +485,8 @@ def step_ratio(ok, results, wl):
         return (median_ci(meds), meds) if len(meds) >= 2 else (None, meds)
 
     base = {k: v["torch"] for k, v in controls.items() if "torch" in v}
-    ratios = per_step(base)
+    ratio_runs = per_run(base, lambda r: r["step_ms"], operator.truediv)
+    ratios = [x for run in ratio_runs for x in run]
     if len(ratios) < 2:
         return {}
     mid, lo, hi = median_ci(ratios)
@@ -493,7 +494,7 @@ def step_ratio(ok, results, wl):
     out = dict(step_ratio=round(mid, 4), step_ratio_ci=[round(lo, 4), round(hi, 4)],
                step_ratio_range=[round(tenth[0], 4), round(tenth[-1], 4)],
                step_pairs=len(ratios))
-    stats, meds = over_runs(per_run(base, lambda r: r["step_ms"], operator.truediv))
+    stats, meds = over_runs(ratio_runs)
     if stats:
         out.update(step_ratio_runs=round(stats[0], 4),
                    step_ratio_runs_ci=[round(stats[1], 4), round(stats[2], 4)],
@@ -601,6 +602,7 @@ def table(rows, rounds):
     if stepped:
         def ci_cell(r, key):
             return "{:.3f} [{:.3f}–{:.3f}]".format(r[key], *r[key + "_ci"]) if key in r else ""
+
         def runs_cell(r, key, above):
             return f"{ci_cell(r, key)}, {r[above]} of {r['runs']}" if key in r else ""
         to_means = any("step_ratio_controls" in r for r in stepped)
