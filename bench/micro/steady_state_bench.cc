@@ -353,10 +353,10 @@ void SteadyPairs(benchmark::State& state, Entry entry) {
   state.counters["mapped_GiB"] = double(after.mapped_bytes.current) / kGiB;
   state.counters["live_GiB"] = double(after.allocated_bytes[0].current) / kGiB;
   // The blocks a pair's walk ranges over (allocated, and free ones split off
-  // beside them), each a 128-byte Block: the working set Note [Hot path]
-  // weighs against the last-level cache.
-  state.counters["blocks"] = double(after.active[0].current +
-                                    after.inactive_split[0].current);
+  // beside them), each a 128-byte Block: the working set that Note [Hot path]
+  // in docs/design.md weighs against the last-level cache.
+  state.counters["blocks"] =
+      double(after.active[0].current + after.inactive_split[0].current);
   // The warm-up leaves the mapped set growing by a page now and then (a
   // 16-48 MiB request that fits no mapped hole: a few dozen pages per million
   // pairs). Pairs that map, if at most 1 in 10,000, cannot move p50 or p99 by
