@@ -43,9 +43,10 @@ struct Options {
   double grow_slack = 0.03;
   // With reclaim_before_grow auto: past the slack, a request creates pages
   // rather than moving cached ones while moving pages has taken more than
-  // this fraction of the recent time (on move_clock; 1: no limit). See Note
-  // [Move time budget] in docs/design.md.
-  double move_time_budget = 0.02;
+  // this fraction of the recent time (on move_clock; 0: create once any page
+  // has moved recently; 1: no limit). See Note [Move time budget] in
+  // docs/design.md.
+  double move_time_budget = 0.0;
   // The clock move_time_budget's "recent time" runs on: the wall clock, or
   // the process's CPU time (all its threads), which stands still while the
   // process sleeps or blocks. See Note [Move time budget].

@@ -137,7 +137,8 @@ def page_moves_lines(stats: dict[str, Any]) -> list[str]:
             "instead of moving cached ones")
     lines.append(
         "    a step that waits on the CPU pays for each move; "
-        "move_time_budget (default 0.02 of the time) caps their share, "
+        "move_time_budget (default 0: create pages once any has moved recently) "
+        "caps their share, "
         "reclaim_before_grow:False moves none (both keep more memory)")
     return lines
 
