@@ -213,6 +213,43 @@ TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
   }
 }
 
+// The default budget (0): once a page has moved, a request past the slack
+// creates its pages while the device has room, and when it has none the
+// cached pages move anyway: the budget never turns a request that fits into
+// an OOM. Note [Move time budget] in docs/design.md.
+TEST(DeviceAllocator, UnderTheCapPagesMoveWhateverTheBudget) {
+  ASSERT_EQ(Options().move_time_budget, 0.0);
+  Fixture f = Make(16);
+  // Two 4-page holes between 1-page blocks, as above: 8 cached pages.
+  void* x = *f.a->Malloc(4 * kPage, kS1);
+  void* y = *f.a->Malloc(kPage, kS1);
+  void* z = *f.a->Malloc(4 * kPage, kS1);
+  void* w = *f.a->Malloc(kPage, kS1);
+  ASSERT_TRUE(f.a->Free(x).ok());
+  ASSERT_TRUE(f.a->Free(z).ok());
+  void* p = *f.a->Malloc(6 * kPage, kS1);  // nothing has moved yet: moves 6
+  EXPECT_EQ(f.a->GetStats().pages_remapped, 6);
+  // 10 pages mapped, 2 of them cached. The meter now holds the moves' time,
+  // so 6 more pages are created: 16, the whole device.
+  void* q = *f.a->Malloc(6 * kPage, kS1);
+  DeviceStats s = f.a->GetStats();
+  EXPECT_EQ(s.pages_remapped, 6);
+  EXPECT_EQ(s.move_budget_pages, 6);
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolAll].current, int64_t(16 * kPage));
+  // The device is full; freeing q caches its 6 pages beside the 2 in the
+  // holes. No 8 mapped pages are contiguous and none can be created, so an
+  // 8-page request is served by moving cached pages, past the budget.
+  ASSERT_TRUE(f.a->Free(q).ok());
+  void* r = *f.a->Malloc(8 * kPage, kS1);
+  s = f.a->GetStats();
+  EXPECT_NE(r, nullptr);
+  EXPECT_GT(s.pages_remapped, 6) << "under the cap pages must move";
+  EXPECT_LE(s.reserved_bytes.pool[kPoolAll].current, int64_t(16 * kPage));
+  EXPECT_EQ(s.num_ooms, 0);
+  for (void* b : {y, w, p, r}) ASSERT_TRUE(f.a->Free(b).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
 TEST(DeviceAllocator, CompletedFencesLetPagesMoveWithoutWaiting) {
   Fixture f = Make(2);
   void* p = *f.a->Malloc(2 * kPage, kS1);
