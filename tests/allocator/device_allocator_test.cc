@@ -161,6 +161,18 @@ TEST(DeviceAllocator, OtherStreamWaitsForTheFreeingStreamsWork) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// Two 4-page holes between 1-page blocks (y and w, returned): the program's
+// high water is 10 pages, 2 are in use and 8 are cached.
+std::pair<void*, void*> MakeTwoHoles(Fixture& f) {
+  void* x = *f.a->Malloc(4 * kPage, kS1);
+  void* y = *f.a->Malloc(kPage, kS1);
+  void* z = *f.a->Malloc(4 * kPage, kS1);
+  void* w = *f.a->Malloc(kPage, kS1);
+  EXPECT_TRUE(f.a->Free(x).ok());
+  EXPECT_TRUE(f.a->Free(z).ok());
+  return {y, w};
+}
+
 // Past the slack, a request moves cached pages while moving has taken no more
 // than move_time_budget of the recent time: with 0, the first request that
 // needs pages moves them, and the next one, the moves' time now on the meter,
@@ -177,14 +189,7 @@ TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
     o.move_time_budget = budget;
     o.move_clock = clock;
     Fixture f = Make(64, o);
-    // Two 4-page holes between 1-page blocks: the program's high water is 10
-    // pages, and 2 are in use.
-    void* x = *f.a->Malloc(4 * kPage, kS1);
-    void* y = *f.a->Malloc(kPage, kS1);
-    void* z = *f.a->Malloc(4 * kPage, kS1);
-    void* w = *f.a->Malloc(kPage, kS1);
-    ASSERT_TRUE(f.a->Free(x).ok());
-    ASSERT_TRUE(f.a->Free(z).ok());
+    auto [y, w] = MakeTwoHoles(f);
     // 6 pages fit no hole: mapping 6 more would be far past 1.03 x the high
     // water, and nothing has moved yet, so the holes' pages move.
     void* p = *f.a->Malloc(6 * kPage, kS1);
@@ -220,13 +225,7 @@ TEST(DeviceAllocator, MovesStopOnceTheyHaveSpentTheirTimeBudget) {
 TEST(DeviceAllocator, UnderTheCapPagesMoveWhateverTheBudget) {
   ASSERT_EQ(Options().move_time_budget, 0.0);
   Fixture f = Make(16);
-  // Two 4-page holes between 1-page blocks, as above: 8 cached pages.
-  void* x = *f.a->Malloc(4 * kPage, kS1);
-  void* y = *f.a->Malloc(kPage, kS1);
-  void* z = *f.a->Malloc(4 * kPage, kS1);
-  void* w = *f.a->Malloc(kPage, kS1);
-  ASSERT_TRUE(f.a->Free(x).ok());
-  ASSERT_TRUE(f.a->Free(z).ok());
+  auto [y, w] = MakeTwoHoles(f);
   void* p = *f.a->Malloc(6 * kPage, kS1);  // nothing has moved yet: moves 6
   EXPECT_EQ(f.a->GetStats().pages_remapped, 6);
   // 10 pages mapped, 2 of them cached. The meter now holds the moves' time,
