@@ -9,7 +9,8 @@
 # Sections (default: hotpath steps):
 #   hotpath  steady_state_bench on the CUDA backend: free+alloc pairs through
 #            the PyTorch entry points at 100/1k/10k live blocks with no page
-#            mapping timed (p50/p99 ns), and the mapping path per page and
+#            mapping timed (p50/p99 ns), FSDP-style's calls of one step with
+#            their CUDA events (ns a call), and the mapping path per page and
 #            per batch of 1, 8, 64 pages
 #   steps    bench/gpu/step_time.py: step time per workload and allocator,
 #            alternated over rounds (its defaults: every workload and mode,

@@ -26,6 +26,18 @@
 // run of pages), then unmap them: ns per batch and per page; BM_CreateRelease:
 // one page created and released.
 //
+// FSDP-style's calls (BM_HandoffStep): the allocator calls of one step of
+// bench/gpu/workloads.py's FsdpWorkload, through the same ABI: 24 layers, each
+// layer's 64 MiB weight gathered on a side stream, handed to the main stream
+// with record_stream and freed there (so each free records an event and later
+// allocations query it: docs/design.md, Note [Lazy fences]), its activations
+// allocated on the main stream. The streams are the legacy default stream and
+// the per-thread default stream (CU_STREAM_PER_THREAD), valid on the GPU
+// without creating any; no GPU work is queued, so every event is complete when
+// queried. ns_per_call: the mean over a step's calls, the CUDA event calls
+// included (what the hot path's pairs, which record no event, leave out);
+// maps_timed: pages mapped while timed (the warm-up steps map the working set).
+//
 // Under callgrind with --collect-atstart=no, only the timed pairs are
 // collected: the two calls and the TSC reads around them (not the warm-up
 // passes, which map pages and search further, nor the benchmark's own loop).
@@ -62,6 +74,7 @@
 extern "C" {
 void* fragfree_malloc(size_t size, int device, void* stream);
 void fragfree_free(void* ptr, size_t size, int device, void* stream);
+void fragfree_record_stream(void* ptr, void* stream);
 }
 
 namespace fragfree {
@@ -379,6 +392,85 @@ void BM_SteadyPairsAdapter(benchmark::State& state) {
   SteadyPairs(state, Entry::kNativeAdapter);
 }
 
+// The two streams of BM_HandoffStep: the legacy default stream and
+// CU_STREAM_PER_THREAD.
+void* const kMainStream = nullptr;
+void* const kSideStream = reinterpret_cast<void*>(uintptr_t{2});
+
+// One FSDP-style step's allocator calls (index `k` picks its batch rows, as
+// FsdpWorkload's 256..1024 rows of 4096 fp32); returns how many it made.
+int64_t HandoffStep(uint64_t k) {
+  constexpr int kLayers = 24;
+  constexpr size_t kWidth = 4096, kWeight = kWidth * kWidth * 4;
+  constexpr size_t kScalar = 4;
+  const size_t act = 64 * (4 + RandomWord(k) % 13) * kWidth * 4;
+  int64_t calls = 0;
+  auto alloc = [&](size_t size, void* stream) {
+    ++calls;
+    return fragfree_malloc(size, 0, stream);
+  };
+  auto release = [&](void* p, size_t size, void* stream) {
+    ++calls;
+    fragfree_free(p, size, 0, stream);
+  };
+  // A weight gathered on the side stream: the full weight, and the repeated
+  // shard it is copied from (freed once copied).
+  auto gather = [&]() {
+    void* w = alloc(kWeight, kSideStream);
+    release(alloc(kWeight, kSideStream), kWeight, kSideStream);
+    return w;
+  };
+  void* acts[kLayers];
+  void* x = alloc(act, kMainStream);
+  void* next = gather();
+  for (int i = 0; i < kLayers; ++i) {
+    void* w = next;
+    fragfree_record_stream(w, kMainStream);
+    ++calls;
+    if (i + 1 < kLayers) next = gather();
+    void* product = alloc(act, kMainStream);  // x @ w
+    acts[i] = alloc(act, kMainStream);        // relu
+    release(product, act, kMainStream);
+    release(w, kWeight, kSideStream);  // pending on the main stream
+  }
+  // The loss: a mean per activation, summed.
+  void* sum = alloc(kScalar, kMainStream);
+  for (int i = 0; i < kLayers; ++i) {
+    void* mean = alloc(kScalar, kMainStream);
+    void* total = alloc(kScalar, kMainStream);
+    release(mean, kScalar, kMainStream);
+    release(sum, kScalar, kMainStream);
+    sum = total;
+  }
+  release(sum, kScalar, kMainStream);
+  for (void* a : acts) release(a, act, kMainStream);
+  release(x, act, kMainStream);
+  return calls;
+}
+
+void BM_HandoffStep(benchmark::State& state) {
+  ReleaseWarmed();
+  InitOnce();
+  uint64_t k = 0;
+  for (int i = 0; i < 50; ++i) HandoffStep(k++);
+  const ff_stats_t before = Stats();
+  int64_t calls = 0, steps = 0;
+  const uint64_t t0 = __rdtsc();
+  for (auto _ : state) {
+    calls += HandoffStep(k++);
+    ++steps;
+  }
+  const uint64_t t1 = __rdtsc();
+  const ff_stats_t after = Stats();
+  if (calls > 0) {
+    state.counters["ns_per_call"] = double(t1 - t0) * NsPerTick() / calls;
+    state.counters["calls_per_step"] = double(calls) / double(steps);
+  }
+  state.counters["maps_timed"] =
+      double(after.pages_mapped - before.pages_mapped);
+  ff_empty_cache(0);
+}
+
 std::unique_ptr<PhysicalBackend> MakeBackend() {
   const std::string kind = BackendKind();
 #ifdef FRAGFREE_WITH_CUDA
@@ -444,6 +536,7 @@ void BM_CreateRelease(benchmark::State& state) {
 
 BENCHMARK(BM_SteadyPairs)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_SteadyPairsAdapter)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK(BM_HandoffStep);
 BENCHMARK(BM_MapPages)->Arg(1)->Arg(8)->Arg(64);
 BENCHMARK(BM_CreateRelease);
 
