@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # perf profile of one workload's steady-state steps in each mode (on-CPU samples, blocking sync).
 #   profile.sh WORKLOAD SECONDS MODE...
+# perf comes from .carry/perf (scripts/make_perf_bundle.sh).
 set -u
 W=$1; S=$2; shift 2
 OUT0="${OUT:-$PWD/gpu-out}/profile_$W"; mkdir -p "$OUT0"
