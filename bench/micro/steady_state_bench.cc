@@ -34,9 +34,12 @@
 // allocated on the main stream. The streams are the legacy default stream and
 // the per-thread default stream (CU_STREAM_PER_THREAD), valid on the GPU
 // without creating any; no GPU work is queued, so every event is complete when
-// queried. ns_per_call: the mean over a step's calls, the CUDA event calls
-// included (what the hot path's pairs, which record no event, leave out);
-// maps_timed: pages mapped while timed (the warm-up steps map the working set).
+// queried. Each call is timed on its own with the TSC (tare_ns: the two reads
+// alone): ns_per_call, the mean over a step's calls, the CUDA event calls
+// included (what the hot path's pairs, which record no event, leave out); by
+// kind, alloc_ns, free_ns, handoff_free_ns (a weight's free, which records an
+// event on the main stream) and record_stream_ns; maps_timed: pages mapped
+// while timed (the warm-up steps map the working set).
 //
 // Under callgrind with --collect-atstart=no, only the timed pairs are
 // collected: the two calls and the TSC reads around them (not the warm-up
@@ -397,21 +400,42 @@ void BM_SteadyPairsAdapter(benchmark::State& state) {
 void* const kMainStream = nullptr;
 void* const kSideStream = reinterpret_cast<void*>(uintptr_t{2});
 
+// The calls of BM_HandoffStep by kind, each timed on its own with the TSC.
+enum HandoffCall { kAlloc, kFree, kHandoffFree, kRecordStream, kHandoffCalls };
+constexpr const char* kHandoffCallNames[kHandoffCalls] = {
+    "alloc", "free", "handoff_free", "record_stream"};
+
+struct HandoffTotals {
+  uint64_t ticks[kHandoffCalls] = {};
+  int64_t calls[kHandoffCalls] = {};
+
+  template <typename F>
+  auto Time(HandoffCall kind, F&& call) {
+    const uint64_t t0 = StartTicks();
+    auto result = call();
+    ticks[kind] += EndTicks() - t0;
+    ++calls[kind];
+    return result;
+  }
+};
+
 // One FSDP-style step's allocator calls (index `k` picks its batch rows, as
-// FsdpWorkload's 256..1024 rows of 4096 fp32); returns how many it made.
-int64_t HandoffStep(uint64_t k) {
+// FsdpWorkload's 256..1024 rows of 4096 fp32), added to *totals.
+void HandoffStep(uint64_t k, HandoffTotals* totals) {
   constexpr int kLayers = 24;
   constexpr size_t kWidth = 4096, kWeight = kWidth * kWidth * 4;
   constexpr size_t kScalar = 4;
   const size_t act = 64 * (4 + RandomWord(k) % 13) * kWidth * 4;
-  int64_t calls = 0;
   auto alloc = [&](size_t size, void* stream) {
-    ++calls;
-    return fragfree_malloc(size, 0, stream);
+    return totals->Time(kAlloc,
+                        [&] { return fragfree_malloc(size, 0, stream); });
   };
-  auto release = [&](void* p, size_t size, void* stream) {
-    ++calls;
-    fragfree_free(p, size, 0, stream);
+  auto release = [&](void* p, size_t size, void* stream,
+                     HandoffCall kind = kFree) {
+    totals->Time(kind, [&] {
+      fragfree_free(p, size, 0, stream);
+      return 0;
+    });
   };
   // A weight gathered on the side stream: the full weight, and the repeated
   // shard it is copied from (freed once copied).
@@ -425,13 +449,16 @@ int64_t HandoffStep(uint64_t k) {
   void* next = gather();
   for (int i = 0; i < kLayers; ++i) {
     void* w = next;
-    fragfree_record_stream(w, kMainStream);
-    ++calls;
+    totals->Time(kRecordStream, [&] {
+      fragfree_record_stream(w, kMainStream);
+      return 0;
+    });
     if (i + 1 < kLayers) next = gather();
     void* product = alloc(act, kMainStream);  // x @ w
     acts[i] = alloc(act, kMainStream);        // relu
     release(product, act, kMainStream);
-    release(w, kWeight, kSideStream);  // pending on the main stream
+    // Pending on the main stream: records an event there.
+    release(w, kWeight, kSideStream, kHandoffFree);
   }
   // The loss: a mean per activation, summed.
   void* sum = alloc(kScalar, kMainStream);
@@ -445,26 +472,36 @@ int64_t HandoffStep(uint64_t k) {
   release(sum, kScalar, kMainStream);
   for (void* a : acts) release(a, act, kMainStream);
   release(x, act, kMainStream);
-  return calls;
 }
 
 void BM_HandoffStep(benchmark::State& state) {
   ReleaseWarmed();
   InitOnce();
   uint64_t k = 0;
-  for (int i = 0; i < 50; ++i) HandoffStep(k++);
+  HandoffTotals warm_up;
+  for (int i = 0; i < 50; ++i) HandoffStep(k++, &warm_up);
   const ff_stats_t before = Stats();
-  int64_t calls = 0, steps = 0;
-  const uint64_t t0 = __rdtsc();
+  HandoffTotals totals;
+  int64_t steps = 0;
   for (auto _ : state) {
-    calls += HandoffStep(k++);
+    HandoffStep(k++, &totals);
     ++steps;
   }
-  const uint64_t t1 = __rdtsc();
   const ff_stats_t after = Stats();
+  uint64_t ticks = 0;
+  int64_t calls = 0;
+  for (int kind = 0; kind < kHandoffCalls; ++kind) {
+    ticks += totals.ticks[kind];
+    calls += totals.calls[kind];
+    if (totals.calls[kind] > 0) {
+      state.counters[std::string(kHandoffCallNames[kind]) + "_ns"] =
+          double(totals.ticks[kind]) * NsPerTick() / double(totals.calls[kind]);
+    }
+  }
   if (calls > 0) {
-    state.counters["ns_per_call"] = double(t1 - t0) * NsPerTick() / calls;
+    state.counters["ns_per_call"] = double(ticks) * NsPerTick() / calls;
     state.counters["calls_per_step"] = double(calls) / double(steps);
+    state.counters["tare_ns"] = TareNs();
   }
   state.counters["maps_timed"] =
       double(after.pages_mapped - before.pages_mapped);
