@@ -410,12 +410,11 @@ struct HandoffTotals {
   int64_t calls[kHandoffCalls] = {};
 
   template <typename F>
-  auto Time(HandoffCall kind, F&& call) {
+  void Time(HandoffCall kind, F&& call) {
     const uint64_t t0 = StartTicks();
-    auto result = call();
+    call();
     ticks[kind] += EndTicks() - t0;
     ++calls[kind];
-    return result;
   }
 };
 
@@ -427,15 +426,13 @@ void HandoffStep(uint64_t k, HandoffTotals* totals) {
   constexpr size_t kScalar = 4;
   const size_t act = 64 * (4 + RandomWord(k) % 13) * kWidth * 4;
   auto alloc = [&](size_t size, void* stream) {
-    return totals->Time(kAlloc,
-                        [&] { return fragfree_malloc(size, 0, stream); });
+    void* p = nullptr;
+    totals->Time(kAlloc, [&] { p = fragfree_malloc(size, 0, stream); });
+    return p;
   };
   auto release = [&](void* p, size_t size, void* stream,
                      HandoffCall kind = kFree) {
-    totals->Time(kind, [&] {
-      fragfree_free(p, size, 0, stream);
-      return 0;
-    });
+    totals->Time(kind, [&] { fragfree_free(p, size, 0, stream); });
   };
   // A weight gathered on the side stream: the full weight, and the repeated
   // shard it is copied from (freed once copied).
@@ -449,10 +446,8 @@ void HandoffStep(uint64_t k, HandoffTotals* totals) {
   void* next = gather();
   for (int i = 0; i < kLayers; ++i) {
     void* w = next;
-    totals->Time(kRecordStream, [&] {
-      fragfree_record_stream(w, kMainStream);
-      return 0;
-    });
+    totals->Time(kRecordStream,
+                 [&] { fragfree_record_stream(w, kMainStream); });
     if (i + 1 < kLayers) next = gather();
     void* product = alloc(act, kMainStream);  // x @ w
     acts[i] = alloc(act, kMainStream);        // relu
