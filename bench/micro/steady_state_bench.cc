@@ -39,7 +39,9 @@
 // included (what the hot path's pairs, which record no event, leave out); by
 // kind, alloc_ns, free_ns, handoff_free_ns (a weight's free, which records an
 // event on the main stream) and record_stream_ns; maps_timed: pages mapped
-// while timed (the warm-up steps map the working set).
+// while timed (the warm-up steps map the working set). On the cuda backend the
+// primary context is current, as on PyTorch's threads. BM_EventCalls: the
+// driver calls behind those events, each timed alone (cuda backend only).
 //
 // Under callgrind with --collect-atstart=no, only the timed pairs are
 // collected: the two calls and the TSC reads around them (not the warm-up
@@ -469,9 +471,26 @@ void HandoffStep(uint64_t k, HandoffTotals* totals) {
   release(x, act, kMainStream);
 }
 
+#ifdef FRAGFREE_WITH_CUDA
+// The device's primary context, made current on this thread as PyTorch's
+// threads have it (else each engine call that records an event switches the
+// context and back, which a PyTorch process never does); false on another
+// backend or without a device.
+bool MakePrimaryContextCurrent() {
+  if (BackendKind() != "cuda") return false;
+  absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
+  if (!cu.ok()) return false;
+  absl::StatusOr<CUcontext> context = (*cu)->RetainPrimaryContext(0);
+  return context.ok() && (*cu)->cuCtxSetCurrent(*context) == CUDA_SUCCESS;
+}
+#else
+bool MakePrimaryContextCurrent() { return false; }
+#endif
+
 void BM_HandoffStep(benchmark::State& state) {
   ReleaseWarmed();
   InitOnce();
+  MakePrimaryContextCurrent();
   uint64_t k = 0;
   HandoffTotals warm_up;
   for (int i = 0; i < 50; ++i) HandoffStep(k++, &warm_up);
@@ -502,6 +521,59 @@ void BM_HandoffStep(benchmark::State& state) {
       double(after.pages_mapped - before.pages_mapped);
   ff_empty_cache(0);
 }
+
+#ifdef FRAGFREE_WITH_CUDA
+// The driver calls behind a free of memory another stream used and the
+// allocations after it, each timed alone (ns a call, TSC reads included), on
+// the legacy default stream with the primary context current: cuEventRecord
+// and cuEventQuery, which PyTorch's allocator makes too (through
+// cudaEventRecord / cudaEventQuery), and what fragfree adds around a record:
+// cuCtxGetCurrent (CudaContextScope) and cuStreamGetCaptureInfo
+// (IsCapturing); cuStreamIsCapturing for comparison. cuda backend only.
+void BM_EventCalls(benchmark::State& state) {
+  ReleaseWarmed();
+  if (!MakePrimaryContextCurrent()) {
+    state.SkipWithError("needs FRAGFREE_BENCH_BACKEND=cuda and a device");
+    return;
+  }
+  const CudaDriver& cu = **CudaDriver::Get();
+  CUevent event;
+  if (cu.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    state.SkipWithError("cuEventCreate failed");
+    return;
+  }
+  enum { kCtxGet, kCaptureInfo, kIsCapturing, kRecord, kQuery, kCalls };
+  constexpr const char* kNames[kCalls] = {
+      "ctx_get_current_ns", "get_capture_info_ns", "is_capturing_ns",
+      "event_record_ns", "event_query_ns"};
+  uint64_t ticks[kCalls] = {};
+  int64_t n = 0;
+  const CUstream stream = nullptr;
+  auto time = [&](int kind, auto&& call) {
+    const uint64_t t0 = StartTicks();
+    call();
+    ticks[kind] += EndTicks() - t0;
+  };
+  for (auto _ : state) {
+    CUcontext current;
+    CUstreamCaptureStatus status;
+    time(kCtxGet, [&] { cu.cuCtxGetCurrent(&current); });
+    time(kCaptureInfo, [&] {
+      cu.cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, nullptr,
+                                nullptr, nullptr);
+    });
+    time(kIsCapturing, [&] { cu.cuStreamIsCapturing(stream, &status); });
+    time(kRecord, [&] { cu.cuEventRecord(event, stream); });
+    time(kQuery, [&] { cu.cuEventQuery(event); });
+    ++n;
+  }
+  for (int kind = 0; kind < kCalls && n > 0; ++kind) {
+    state.counters[kNames[kind]] = double(ticks[kind]) * NsPerTick() / n;
+  }
+  cu.cuEventDestroy(event);
+}
+BENCHMARK(BM_EventCalls);
+#endif
 
 std::unique_ptr<PhysicalBackend> MakeBackend() {
   const std::string kind = BackendKind();
