@@ -3,7 +3,7 @@
 # (BM_EventCalls) and its step's allocator calls (BM_HandoffStep), primary context current; (2) the steady-state
 # hot path, cuda and host backends alternated, pinned CPU 5; (3) the mapping path; (4) step time, lockstep, every
 # workload of step_time.py, every way in, as many rounds as fit: FSDP, MoE and GPT-2 first (FIRST_S seconds), then
-# GPT-2 + ckpt and Llama + ckpt.   BUDGET=S [HOT_S=S] [FIRST_S=S] run32b.sh
+# GPT-2 + ckpt and Llama + ckpt (A_WL, B_WL: other workloads).   BUDGET=S [HOT_S=S] [FIRST_S=S] run32b.sh
 set -u
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 B=.carry/gpu
@@ -35,8 +35,8 @@ steps() {  # NAME SECONDS WORKLOADS
 }
 left=$(( ${BUDGET:-570} - (SECONDS - T0) - 30 ))
 first=$(( left < ${FIRST_S:-270} ? left : ${FIRST_S:-270} ))
-steps a "$first" fsdp,moe,gpt2
-steps b "$(( ${BUDGET:-570} - (SECONDS - T0) - 25 ))" gpt2+ckpt,llama+ckpt
+steps a "$first" "${A_WL:-fsdp,moe,gpt2}"
+steps b "$(( ${BUDGET:-570} - (SECONDS - T0) - 25 ))" "${B_WL:-gpt2+ckpt,llama+ckpt}"
 echo "=== events, ns a call"; grep -E "^BM_(EventCalls|HandoffStep)_median" "$OUT/events.log" | sed -E 's/ +/ /g' | cut -c1-260
 echo "=== hot path by backend"; grep -v "^round" "$OUT/hot_backends.log" | tail -12
 echo "=== map path"; grep -E "^BM_" "$OUT/map_path.log" | cut -c1-150
