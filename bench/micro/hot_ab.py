@@ -3,7 +3,7 @@ is judged against the build before it in one run on one machine.
 
   python3 bench/micro/hot_ab.py [--rounds 6] [--live 100,1000,10000]
       [--min-time 0.3] [--budget-s 0] [--entry pluggable|adapter] [--cpu N]
-      NAME=BINARY NAME=BINARY ...
+      [--backends cuda,host] NAME=BINARY NAME=BINARY ...
   python3 bench/micro/hot_ab.py --callgrind [--ll-bytes 2097152] NAME=BINARY ...
 
 --entry: the pairs through PyTorch's pluggable ABI (BM_SteadyPairs, the
@@ -19,6 +19,9 @@ binary alike; a single round ranks nothing (docs/design.md, Note [Hot path]).
 --budget-s: no round starts past that many seconds (0: no limit).
 --cpu: run every binary on that one CPU (sched_setaffinity), so that no run
 is moved between cores or shares one with another run's threads.
+--backends cuda,host: each binary once per backend in every round (named
+NAME/BACKEND; BACKEND alone with one binary), FRAGFREE_BENCH_BACKEND set for
+each run: whether a pair costs on the GPU what the data structures cost.
 
 --callgrind: each binary once per count under valgrind's callgrind with its
 cache and branch models (--LL of --ll-bytes, 16-way, 64-byte lines), counting
@@ -152,7 +155,17 @@ def _filter(lives, bench):
     return "--benchmark_filter=%s/(%s)$" % (bench, "|".join(str(n) for n in lives))
 
 
+def with_backends(binaries, backends):
+    """NAME -> PATH as NAME -> (PATH, the FRAGFREE_BENCH_BACKEND of its runs or
+    None): each binary once per backend in `backends` (empty: as given)."""
+    if not backends:
+        return {name: (path, None) for name, path in binaries.items()}
+    return {(b if len(binaries) == 1 else "%s/%s" % (name, b)): (path, b)
+            for name, path in binaries.items() for b in backends}
+
+
 def run_wall(binaries, lives, rounds, min_time, budget_s, bench, cpu=None):
+    """`binaries`: NAME -> (PATH, backend or None), as with_backends makes."""
     names = list(binaries)
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     results, start = [], time.monotonic()
@@ -161,9 +174,11 @@ def run_wall(binaries, lives, rounds, min_time, budget_s, bench, cpu=None):
             break
         this = {}
         for name in round_order(names, rnd):
-            proc = subprocess.run([binaries[name], _filter(lives, bench),
+            path, backend = binaries[name]
+            env = None if backend is None else dict(os.environ, FRAGFREE_BENCH_BACKEND=backend)
+            proc = subprocess.run([path, _filter(lives, bench),
                                    "--benchmark_min_time=%g" % min_time],
-                                  capture_output=True, text=True, preexec_fn=pin)
+                                  capture_output=True, text=True, preexec_fn=pin, env=env)
             text = proc.stdout + proc.stderr
             this[name] = parse_bench_output(text, bench)
             for m in _error(bench).finditer(text):  # the benchmark's own checks
@@ -205,6 +220,7 @@ def main(argv=None):
     p.add_argument("--ll-bytes", type=int, default=2 << 20)
     p.add_argument("--entry", choices=sorted(BENCHMARKS), default="pluggable")
     p.add_argument("--cpu", type=int, default=None, help="run every binary on this CPU alone")
+    p.add_argument("--backends", default="", help="e.g. cuda,host: each binary on each backend")
     args = p.parse_args(argv)
     binaries = {}
     for b in args.binaries:
@@ -223,8 +239,9 @@ def main(argv=None):
         if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
             p.error("--cpu %d is not among this process's CPUs %s"
                     % (args.cpu, sorted(os.sched_getaffinity(0))))
-        run_wall(binaries, lives, args.rounds, args.min_time, args.budget_s,
-                 BENCHMARKS[args.entry], args.cpu)
+        backends = [b for b in args.backends.split(",") if b]
+        run_wall(with_backends(binaries, backends), lives, args.rounds, args.min_time,
+                 args.budget_s, BENCHMARKS[args.entry], args.cpu)
 
 
 if __name__ == "__main__":

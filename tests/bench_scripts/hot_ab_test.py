@@ -124,3 +124,19 @@ def test_cpu_outside_the_process_set_is_refused(tmp_path):
     with pytest.raises(SystemExit):
         hot_ab.main(["--cpu", str(max(os.sched_getaffinity(0)) + 4096),
                      "a=" + _fake_bench(tmp_path)])
+
+
+def test_backends_run_each_binary_once_per_backend(tmp_path, capsys):
+    script = tmp_path / "bench"
+    # Prints its backend as the p50: cuda 1, host 2.
+    script.write_text("#!%s\nimport os\nb = {'cuda': 1, 'host': 2}[os.environ['FRAGFREE_BENCH_BACKEND']]\n"
+                      "print('BM_SteadyPairs/100 1 ns 1 ns 1 p50_ns=%%d p99_ns=1' %% b)\n" % sys.executable)
+    script.chmod(0o755)
+    hot_ab.main(["--rounds", "2", "--live", "100", "--backends", "cuda,host", "x=" + str(script)])
+    out = capsys.readouterr().out
+    assert "| 100 | cuda | 1 1 |" in out
+    assert "| 100 | host | 2 2 |" in out
+    assert hot_ab.with_backends({"a": "A", "b": "B"}, ["cuda", "host"]) == {
+        "a/cuda": ("A", "cuda"), "a/host": ("A", "host"),
+        "b/cuda": ("B", "cuda"), "b/host": ("B", "host")}
+    assert hot_ab.with_backends({"a": "A"}, []) == {"a": ("A", None)}

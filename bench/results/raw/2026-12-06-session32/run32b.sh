@@ -9,18 +9,12 @@ OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 B=.carry/gpu
 export LD_LIBRARY_PATH="$PWD/$B/lib:$PWD/$B/deps:${LD_LIBRARY_PATH:-}"
 T0=$SECONDS
-{ nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total --format=csv; lscpu; uname -r; cat /proc/loadavg; nproc; } \
-  > "$OUT/machine.txt" 2>&1
-nvidia-smi -L; grep -E "Model name|BogoMIPS|L3" "$OUT/machine.txt"; cat /proc/loadavg
+{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT/machine.txt" 2>&1
+grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT/machine.txt"
 FRAGFREE_BENCH_BACKEND=cuda taskset -c 5 timeout 60 $B/bin/steady_state_bench --benchmark_filter='EventCalls|Handoff' \
   --benchmark_min_time=0.5 --benchmark_repetitions=3 > "$OUT/events.log" 2>&1; echo "events rc=$?"
-mkdir -p /tmp/wrap
-for k in cuda host; do
-  printf '#!/bin/sh\nFRAGFREE_BENCH_BACKEND=%s exec %s "$@"\n' "$k" "$PWD/$B/bin/steady_state_bench" > /tmp/wrap/$k
-  chmod +x /tmp/wrap/$k
-done
 timeout $(( ${HOT_S:-45} + 90 )) python3 bench/micro/hot_ab.py --rounds 30 --budget-s "${HOT_S:-45}" --cpu 5 \
-  cuda=/tmp/wrap/cuda host=/tmp/wrap/host > "$OUT/hot_backends.log" 2>&1
+  --backends cuda,host main=$B/bin/steady_state_bench > "$OUT/hot_backends.log" 2>&1
 echo "hot rc=$? at $((SECONDS - T0)) s"
 FRAGFREE_BENCH_BACKEND=cuda taskset -c 5 timeout 60 $B/bin/steady_state_bench --benchmark_filter='MapPages|CreateRelease' \
   --benchmark_min_time=0.1 > "$OUT/map_path.log" 2>&1; echo "map_path rc=$?"
