@@ -233,6 +233,8 @@ def main(argv=None):
             p.error("%s is not an executable file" % path)
         binaries[name] = path
     lives = [int(x) for x in args.live.split(",")]
+    if args.callgrind and args.backends:
+        p.error("--backends is for the wall clock; under --callgrind set FRAGFREE_BENCH_BACKEND")
     if args.callgrind:
         run_callgrind(binaries, lives, args.min_time, args.ll_bytes, BENCHMARKS[args.entry])
     else:
