@@ -572,7 +572,6 @@ void BM_EventCalls(benchmark::State& state) {
   }
   cu.cuEventDestroy(event);
 }
-BENCHMARK(BM_EventCalls);
 #endif
 
 std::unique_ptr<PhysicalBackend> MakeBackend() {
@@ -641,6 +640,9 @@ void BM_CreateRelease(benchmark::State& state) {
 BENCHMARK(BM_SteadyPairs)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_SteadyPairsAdapter)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK(BM_HandoffStep);
+#ifdef FRAGFREE_WITH_CUDA
+BENCHMARK(BM_EventCalls);
+#endif
 BENCHMARK(BM_MapPages)->Arg(1)->Arg(8)->Arg(64);
 BENCHMARK(BM_CreateRelease);
 
