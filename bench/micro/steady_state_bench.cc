@@ -475,12 +475,13 @@ void HandoffStep(uint64_t k, HandoffTotals* totals) {
 // The device's primary context, made current on this thread as PyTorch's
 // threads have it (else each engine call that records an event switches the
 // context and back, which a PyTorch process never does); false on another
-// backend or without a device.
+// backend or without a device. The context is retained once per process.
 bool MakePrimaryContextCurrent() {
   if (BackendKind() != "cuda") return false;
-  absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
+  static const absl::StatusOr<const CudaDriver*> cu = CudaDriver::Get();
   if (!cu.ok()) return false;
-  absl::StatusOr<CUcontext> context = (*cu)->RetainPrimaryContext(0);
+  static const absl::StatusOr<CUcontext> context =
+      (*cu)->RetainPrimaryContext(0);
   return context.ok() && (*cu)->cuCtxSetCurrent(*context) == CUDA_SUCCESS;
 }
 #else
