@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 33, call 2 (main's build in .carry/gpu, perf in .carry/perf): (1) FSDP-style's CPU profile and kernel
+# times, mode against mode (bench/gpu/cpu_profile.sh); (2) FSDP-style in lockstep with PyTorch's A/A beside;
+# (3) GPT-2 + ckpt likewise, with what is left.   BUDGET=S [PROF_S=S] [FSDP_S=S] run33a.sh
+set -u
+OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
+B=.carry/gpu
+T0=$SECONDS
+{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT/machine.txt" 2>&1
+grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT/machine.txt"
+OUT="$OUT" timeout "${PROF_S:-170}" bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
+  torch ff-native ff-pluggable ff-preload torch
+echo "profile rc=$? at $((SECONDS - T0)) s"
+steps() {  # NAME SECONDS WORKLOADS MODES
+  [ "$2" -ge 60 ] || return 0
+  mkdir -p "$OUT/$1"
+  OUT="$OUT/$1" timeout $(( $2 + 20 )) bench/gpu/step_suite.sh $B/lib/libfragfree.so steps -- --lockstep --rounds 14 \
+    --warmup 8 --steps 8 --pin-cpus 2-7 --timeout 120 --workloads "$3" --modes "$4" \
+    --budget-s "$2" > "$OUT/$1/steps.log" 2>&1
+  echo "steps $1 rc=$? at $((SECONDS - T0)) s"
+}
+FF='ff-native@time_calls:False,ff-preload@time_calls:False,ff-pluggable@time_calls:False'
+steps fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
+steps ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
+P="$OUT/profile_fsdp"
+echo "=== profile (blocking sync)"; grep -h PROFILED "$P"/*.log
+for f in "$P"/*.dso.txt; do echo "--- $(basename "$f")"; head -7 "$f" | cut -c1-90; done
+for f in "$P"/ff-native.self.txt "$P"/torch.self.txt; do echo "--- $(basename "$f")"; head -14 "$f" | cut -c1-120; done
+grep -h "^KERNELS" "$P"/*.log | cut -c1-700
+for d in fsdp ckpt; do
+  [ -f "$OUT/$d/steps.log" ] || continue
+  echo "=== steps $d: $(grep -c FAILED "$OUT/$d/steps.log") failed"; grep -h "a round takes" "$OUT/$d/steps.log"
+  sed -n '/^| workload | mode | step ms/,/^$/p' "$OUT/$d/steps.log" | cut -d'|' -f2-6
+  sed -n '/^| workload | mode | median \[95% CI\]/,/^$/p' "$OUT/$d/steps.log" | cut -d'|' -f2-3,7-8
+done
