@@ -3,7 +3,7 @@
 # which has none: the binary and the shared libraries ldd lists for it, less
 # those every machine here has (libc, libm, libstdc++, libgcc, zlib, the
 # loader). Run it there as LD_LIBRARY_PATH=.carry/perf/lib .carry/perf/perf
-# (bench/results/raw/2026-12-05-session31/profile.sh does).
+# (bench/gpu/cpu_profile.sh does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PERF="$(readlink -f "$(command -v perf)")"

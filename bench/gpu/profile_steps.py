@@ -9,7 +9,9 @@ Then, with --kernel-steps N, N more steps under torch.profiler (after the
 profiled ones): the GPU time of each kernel and copy by name, a step, and the
 step's GPU time from the first to the last of its work on the current stream
 (CUDA events), so that two modes' GPU sides compare apart from their CPU
-sides: one JSON line, "KERNELS {...}".
+sides: one JSON line, "KERNELS {...}". The workload's random source is
+reseeded first: every mode times the same shapes, however many steps its
+profiled seconds ran.
   python3 profile_steps.py MODE WORKLOAD FLAG_FILE [--seconds 6] [--warmup 20]
       [--kernel-steps 0]
 """
@@ -60,6 +62,7 @@ print(f"PROFILED {args.mode} {args.workload}: {n} steps, {1e3 * wall / n:.3f} ms
 if args.kernel_steps > 0:
     from torch.profiler import ProfilerActivity, profile
     spans = []
+    wl.rng.seed(1)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.kernel_steps):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

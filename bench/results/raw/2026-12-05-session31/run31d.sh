@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 31, prepared GPU call (main's build in .carry/gpu; perf in .carry/perf), on FSDP-style's +0.3%:
 # (1) handle_size.py: GEMM and copy on cudaMalloc memory, 2 MiB pages, 4/8/32 MiB handles, one handle;
-# (2) perf profile of FSDP-style steady-state steps, torch and ff-native (profile.sh);
+# (2) perf profile of FSDP-style steady-state steps, torch and ff-native (profile.sh, now bench/gpu/cpu_profile.sh: flat, no call graph);
 # (3) FSDP-style lockstep with expandable segments (VMM, 20 MiB handles) beside fragfree and a PyTorch A/A;
 # then, with MATRIX_S / LLAMA_S seconds given, MoE and GPT-2 (four processes: an 80 GB card) and Llama + ckpt,
 # every way in, with the move time budget's default 0.
@@ -13,8 +13,8 @@ T0=$SECONDS
 nvidia-smi -L; grep -m1 -E "BogoMIPS" /proc/cpuinfo; grep -m1 "model name" /proc/cpuinfo; cat /proc/loadavg
 (cd bench/gpu && timeout 70 python3 handle_size.py --handle-mib 4,8,32 --rounds 9 --iters 50) > "$OUT0/handle_size.log" 2>&1
 echo "handle_size rc=$? at $((SECONDS - T0)) s"
-[ -x .carry/perf/perf ] && { timeout 110 bash bench/results/raw/2026-12-05-session31/profile.sh fsdp 3 torch ff-native
-  echo "profile rc=$? at $((SECONDS - T0)) s"; }
+[ -x .carry/perf/perf ] && { timeout 110 bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 3 torch ff-native \
+  > "$OUT0/profile.txt" 2>&1; echo "profile rc=$? at $((SECONDS - T0)) s"; }
 run() {  # NAME BUDGET_S WORKLOADS MODES WARMUP STEPS
   [ "$2" -ge 60 ] || return 0
   mkdir -p "$OUT0/$1"
@@ -29,10 +29,7 @@ run fsdp "${FSDP_S:-$left}" fsdp "torch,expandable,ff-native@time_calls:False,ff
 run moe_gpt2 "${MATRIX_S:-0}" moe,gpt2 "torch,$FF" 10 10
 run llama "${LLAMA_S:-0}" llama+ckpt "torch,$FF,torch#again" 10 10
 echo "=== handle size"; grep "^|" "$OUT0/handle_size.log"
-for f in "$OUT0"/profile_fsdp/*.children.txt; do [ -f "$f" ] || continue; echo "=== $f"
-  grep -iE "fragfree|c10::cuda|CachingAllocator|libcuda|cuEvent" "$f" | head -12; done
-for f in "$OUT0"/profile_fsdp/*.dso.txt; do [ -f "$f" ] || continue; echo "=== $f"; head -8 "$f"; done
-grep -h PROFILED "$OUT0"/profile_fsdp/*.log
+[ -f "$OUT0/profile.txt" ] && { echo "=== profile"; cat "$OUT0/profile.txt"; }
 for d in fsdp moe_gpt2 llama; do
   [ -f "$OUT0/$d/steps.log" ] || continue
   echo "=== $d: $(grep -c FAILED "$OUT0/$d/steps.log") failed"

@@ -9,7 +9,7 @@ T0=$SECONDS
 { nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT/machine.txt" 2>&1
 grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT/machine.txt"
 OUT="$OUT" timeout "${PROF_S:-170}" bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
-  torch ff-native ff-pluggable ff-preload torch
+  torch ff-native ff-pluggable ff-preload torch > "$OUT/profile.txt" 2>&1
 echo "profile rc=$? at $((SECONDS - T0)) s"
 steps() {  # NAME SECONDS WORKLOADS MODES
   [ "$2" -ge 60 ] || return 0
@@ -22,11 +22,7 @@ steps() {  # NAME SECONDS WORKLOADS MODES
 FF='ff-native@time_calls:False,ff-preload@time_calls:False,ff-pluggable@time_calls:False'
 steps fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
 steps ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
-P="$OUT/profile_fsdp"
-echo "=== profile (blocking sync)"; grep -h PROFILED "$P"/*.log
-for f in "$P"/*.dso.txt; do echo "--- $(basename "$f")"; head -7 "$f" | cut -c1-90; done
-for f in "$P"/ff-native.self.txt "$P"/torch.self.txt; do echo "--- $(basename "$f")"; head -14 "$f" | cut -c1-120; done
-grep -h "^KERNELS" "$P"/*.log | cut -c1-700
+echo "=== profile (blocking sync)"; cat "$OUT/profile.txt"
 for d in fsdp ckpt; do
   [ -f "$OUT/$d/steps.log" ] || continue
   echo "=== steps $d: $(grep -c FAILED "$OUT/$d/steps.log") failed"; grep -h "a round takes" "$OUT/$d/steps.log"
