@@ -13,7 +13,12 @@ process, alternated over rounds (CUDA events, median per round):
 
 Each backing holds a weight W (n x n fp32) and activations X (m x n) and Y
 (m x n); the timed work is Y = X @ W (GEMM) and W2.copy_(W) (a copy that
-streams W, bandwidth-bound). With --gather-gib G it also holds G GiB of 4 KiB
+streams W, bandwidth-bound: cudaMemcpyAsync). gemm_cpu and copy_cpu are the
+CPU's side of the same two calls: microseconds to issue one, timed over a loop
+that queues them without waiting (fewer than the GPU's queue holds, so that
+none blocks): whether the driver's per-call cost grows with the number of
+handles a copy's source and destination span (a 64 MiB copy spans 32 on 2 MiB
+pages), which a GPU-bound step hides and a CPU-bound one pays. With --gather-gib G it also holds G GiB of 4 KiB
 rows and times a gather of random rows from all of them (index_select into
 PyTorch's memory, up to 1 GiB of rows): the GPU's address translation under the
 most pressure. Prints a table of the medians and the ratios to cudamalloc with
@@ -28,6 +33,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -93,6 +99,23 @@ def timed_ms(fn, iters):
     return start.elapsed_time(end) / iters
 
 
+def issue_us(fn, iters):
+    """Microseconds of CPU to issue fn() once: the loop is timed up to its
+    last call, before the GPU is waited for."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / iters * 1e6
+
+
+# The unit of each op's figure: GPU time, or the CPU's time to issue it.
+UNITS = {"gemm": "ms", "copy": "ms", "gather": "ms", "gemm_cpu": "us", "copy_cpu": "us"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=4096)
@@ -133,7 +156,8 @@ def main():
         for t in ts:
             t.normal_()
         backings[kind] = (ts, region)
-    ops = ["gemm", "copy"] + (["gather"] if g_rows else [])
+    ops = ["gemm", "copy", "gemm_cpu", "copy_cpu"] + (["gather"] if g_rows else [])
+    issue_iters = min(args.iters, 100)  # a few ms of queued GPU work at the default sizes
     if g_rows:
         picked = min(g_rows // 4, 1 << 18)
         idx = torch.randint(0, g_rows, (picked,), device="cuda",
@@ -147,11 +171,13 @@ def main():
             (w, w2, x, y, *g), _ = backings[kind]
             ms[kind]["gemm"].append(timed_ms(lambda: torch.matmul(x, w, out=y), args.iters))
             ms[kind]["copy"].append(timed_ms(lambda: w2.copy_(w), args.iters))
+            ms[kind]["gemm_cpu"].append(issue_us(lambda: torch.matmul(x, w, out=y), issue_iters))
+            ms[kind]["copy_cpu"].append(issue_us(lambda: w2.copy_(w), issue_iters))
             if g:
                 ms[kind]["gather"].append(timed_ms(
                     lambda: torch.index_select(g[0], 0, idx, out=gathered), args.iters))
     print(f"handle size and GPU speed: n={n} m={m}, {args.rounds} rounds x {args.iters} iterations")
-    print("| backing | " + " | ".join(f"{op} ms | / cudamalloc [min-max]" for op in ops) + " |")
+    print("| backing | " + " | ".join(f"{op} {UNITS[op]} | / cudamalloc [min-max]" for op in ops) + " |")
     print("|---|" + "---|---|" * len(ops))
     rows = {}
     for kind in backings:
@@ -160,7 +186,7 @@ def main():
         for op in ops:
             med = statistics.median(ms[kind][op])
             ratios = [a / b for a, b in zip(ms[kind][op], ms["cudamalloc"][op])]
-            row[op] = {"ms": med, "ratio": statistics.median(ratios),
+            row[op] = {UNITS[op]: med, "ratio": statistics.median(ratios),
                        "ratio_min": min(ratios), "ratio_max": max(ratios)}
             cells += [f"{med:.4f}", f"{row[op]['ratio']:.3f} [{min(ratios):.3f}-{max(ratios):.3f}]"]
         rows[kind] = row

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Prepared in session 33 for the next GPU call (main's build in .carry/gpu, perf in .carry/perf):
+# (1) handle_size.py with the CPU's side of the copy (copy_cpu): whether cudaMemcpyAsync costs the CPU more per
+#     handle spanned (FSDP-style's CPU part is ~0.35 ms longer in every way in, LD_PRELOAD included, where the
+#     engine is off the per-call path: what the modes share is the memory's 2 MiB handles);
+# (2) FSDP-style's flat CPU profile and kernel times, same shapes in every mode (cpu_profile.sh);
+# (3) lockstep step time with PyTorch's A/A beside: FSDP-style and GPT-2 + ckpt every way in, then MoE and GPT-2
+#     (every way in on a card of 120 GB or more, else native and pluggable: five processes outgrow 80 GB).
+#   BUDGET=S [STEPS_A_S=S] run34a.sh
+set -u
+OUT0="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT0"
+B=.carry/gpu
+T0=$SECONDS
+{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT0/machine.txt" 2>&1
+grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT0/machine.txt"
+(cd bench/gpu && timeout 80 python3 handle_size.py --handle-mib 8,32 --rounds 9 --iters 50) > "$OUT0/handle_size.log" 2>&1
+echo "handle_size rc=$? at $((SECONDS - T0)) s"
+[ -x .carry/perf/perf ] && { OUT="$OUT0" timeout 150 bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
+  torch ff-native ff-preload torch ff-native > "$OUT0/profile.txt" 2>&1; echo "profile rc=$? at $((SECONDS - T0)) s"; }
+steps() {  # NAME SECONDS WORKLOADS MODES
+  [ "$2" -ge 60 ] || return 0
+  mkdir -p "$OUT0/$1"
+  OUT="$OUT0/$1" timeout $(( $2 + 20 )) bench/gpu/step_suite.sh $B/lib/libfragfree.so steps -- --lockstep \
+    --rounds 14 --warmup 8 --steps 8 --pin-cpus 2-7 --timeout 120 --workloads "$3" --modes "$4" \
+    --budget-s "$2" > "$OUT0/$1/steps.log" 2>&1
+  echo "steps $1 rc=$? at $((SECONDS - T0)) s"
+}
+N=ff-native@time_calls:False; P=ff-pluggable@time_calls:False; L=ff-preload@time_calls:False
+steps a "${STEPS_A_S:-180}" fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
+mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+big=""; [ "${mib:-0}" -ge 120000 ] && big=",$L"
+steps b "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" moe,gpt2 "torch,$N$big,$P,torch#again"
+echo "=== handle size"; grep "^|" "$OUT0/handle_size.log"
+[ -f "$OUT0/profile.txt" ] && { echo "=== profile (blocking sync)"; cat "$OUT0/profile.txt"; }
+for d in a b; do
+  [ -f "$OUT0/$d/steps.log" ] || continue
+  echo "=== steps $d: $(grep -c FAILED "$OUT0/$d/steps.log") failed"; grep -h "a round takes" "$OUT0/$d/steps.log"
+  sed -n '/^| workload | mode | step ms/,/^$/p' "$OUT0/$d/steps.log" | cut -d'|' -f2-6
+  sed -n '/^| workload | mode | median \[95% CI\]/,/^$/p' "$OUT0/$d/steps.log" | cut -d'|' -f2-3,7-8
+done
