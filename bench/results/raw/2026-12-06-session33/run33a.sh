@@ -11,21 +11,8 @@ grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT/machine.txt"
 OUT="$OUT" timeout "${PROF_S:-170}" bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
   torch ff-native ff-pluggable ff-preload torch > "$OUT/profile.txt" 2>&1
 echo "profile rc=$? at $((SECONDS - T0)) s"
-steps() {  # NAME SECONDS WORKLOADS MODES
-  [ "$2" -ge 60 ] || return 0
-  mkdir -p "$OUT/$1"
-  OUT="$OUT/$1" timeout $(( $2 + 20 )) bench/gpu/step_suite.sh $B/lib/libfragfree.so steps -- --lockstep --rounds 14 \
-    --warmup 8 --steps 8 --pin-cpus 2-7 --timeout 120 --workloads "$3" --modes "$4" \
-    --budget-s "$2" > "$OUT/$1/steps.log" 2>&1
-  echo "steps $1 rc=$? at $((SECONDS - T0)) s"
-}
 FF='ff-native@time_calls:False,ff-preload@time_calls:False,ff-pluggable@time_calls:False'
-steps fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
-steps ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
+bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
+bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
 echo "=== profile (blocking sync)"; cat "$OUT/profile.txt"
-for d in fsdp ckpt; do
-  [ -f "$OUT/$d/steps.log" ] || continue
-  echo "=== steps $d: $(grep -c FAILED "$OUT/$d/steps.log") failed"; grep -h "a round takes" "$OUT/$d/steps.log"
-  sed -n '/^| workload | mode | step ms/,/^$/p' "$OUT/$d/steps.log" | cut -d'|' -f2-6
-  sed -n '/^| workload | mode | median \[95% CI\]/,/^$/p' "$OUT/$d/steps.log" | cut -d'|' -f2-3,7-8
-done
+bench/gpu/lockstep_call.sh summary fsdp ckpt

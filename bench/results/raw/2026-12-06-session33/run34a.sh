@@ -17,24 +17,11 @@ grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT0/machine.txt"
 echo "handle_size rc=$? at $((SECONDS - T0)) s"
 [ -x .carry/perf/perf ] && { OUT="$OUT0" timeout 150 bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
   torch ff-native ff-preload torch ff-native > "$OUT0/profile.txt" 2>&1; echo "profile rc=$? at $((SECONDS - T0)) s"; }
-steps() {  # NAME SECONDS WORKLOADS MODES
-  [ "$2" -ge 60 ] || return 0
-  mkdir -p "$OUT0/$1"
-  OUT="$OUT0/$1" timeout $(( $2 + 20 )) bench/gpu/step_suite.sh $B/lib/libfragfree.so steps -- --lockstep \
-    --rounds 14 --warmup 8 --steps 8 --pin-cpus 2-7 --timeout 120 --workloads "$3" --modes "$4" \
-    --budget-s "$2" > "$OUT0/$1/steps.log" 2>&1
-  echo "steps $1 rc=$? at $((SECONDS - T0)) s"
-}
 N=ff-native@time_calls:False; P=ff-pluggable@time_calls:False; L=ff-preload@time_calls:False
-steps a "${STEPS_A_S:-180}" fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
+bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so a "${STEPS_A_S:-180}" fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 big=""; [ "${mib:-0}" -ge 120000 ] && big=",$L"
-steps b "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" moe,gpt2 "torch,$N$big,$P,torch#again"
+bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so b "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" moe,gpt2 "torch,$N$big,$P,torch#again"
 echo "=== handle size"; grep "^|" "$OUT0/handle_size.log"
 [ -f "$OUT0/profile.txt" ] && { echo "=== profile (blocking sync)"; cat "$OUT0/profile.txt"; }
-for d in a b; do
-  [ -f "$OUT0/$d/steps.log" ] || continue
-  echo "=== steps $d: $(grep -c FAILED "$OUT0/$d/steps.log") failed"; grep -h "a round takes" "$OUT0/$d/steps.log"
-  sed -n '/^| workload | mode | step ms/,/^$/p' "$OUT0/$d/steps.log" | cut -d'|' -f2-6
-  sed -n '/^| workload | mode | median \[95% CI\]/,/^$/p' "$OUT0/$d/steps.log" | cut -d'|' -f2-3,7-8
-done
+bench/gpu/lockstep_call.sh summary a b
