@@ -6,13 +6,12 @@ set -u
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 B=.carry/gpu
 T0=$SECONDS
-{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT/machine.txt" 2>&1
-grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT/machine.txt"
+OUT="$OUT" bench/gpu/gpu_call.sh machine
 OUT="$OUT" timeout "${PROF_S:-170}" bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
   torch ff-native ff-pluggable ff-preload torch > "$OUT/profile.txt" 2>&1
 echo "profile rc=$? at $((SECONDS - T0)) s"
 FF='ff-native@time_calls:False,ff-preload@time_calls:False,ff-pluggable@time_calls:False'
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp "${FSDP_S:-150}" fsdp "torch,$FF,torch#again"
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so ckpt "$(( ${BUDGET:-450} - (SECONDS - T0) - 25 ))" gpt2+ckpt "torch,ff-native@time_calls:False,ff-pluggable@time_calls:False,torch#again"
 echo "=== profile (blocking sync)"; cat "$OUT/profile.txt"
-bench/gpu/lockstep_call.sh summary fsdp ckpt
+bench/gpu/gpu_call.sh summary fsdp ckpt

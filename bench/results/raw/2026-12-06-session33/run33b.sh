@@ -3,12 +3,10 @@
 # call 1 ran without one: MoE-style and GPT-2 (native and pluggable: with preload too, five processes outgrow an
 # 80 GB card), then Llama + ckpt every way in, with what is left.   BUDGET=S [A_S=S] run33b.sh
 set -u
-OUT0="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT0"
 B=.carry/gpu
 T0=$SECONDS
-{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT0/machine.txt" 2>&1
-grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT0/machine.txt"
+bench/gpu/gpu_call.sh machine
 N=ff-native@time_calls:False; P=ff-pluggable@time_calls:False; L=ff-preload@time_calls:False
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so moe_gpt2 "${A_S:-300}" moe,gpt2 "torch,$N,$P,torch#again"
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so llama "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" llama+ckpt "torch,$N,$L,$P,torch#again"
-bench/gpu/lockstep_call.sh summary moe_gpt2 llama
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so moe_gpt2 "${A_S:-300}" moe,gpt2 "torch,$N,$P,torch#again"
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so llama "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" llama+ckpt "torch,$N,$L,$P,torch#again"
+bench/gpu/gpu_call.sh summary moe_gpt2 llama

@@ -11,17 +11,16 @@ set -u
 OUT0="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT0"
 B=.carry/gpu
 T0=$SECONDS
-{ nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT0/machine.txt" 2>&1
-grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT0/machine.txt"
+bench/gpu/gpu_call.sh machine
 (cd bench/gpu && timeout 80 python3 handle_size.py --handle-mib 8,32 --rounds 9 --iters 50) > "$OUT0/handle_size.log" 2>&1
 echo "handle_size rc=$? at $((SECONDS - T0)) s"
 [ -x .carry/perf/perf ] && { OUT="$OUT0" timeout 150 bash bench/gpu/cpu_profile.sh $B/lib/libfragfree.so fsdp 5 \
   torch ff-native ff-preload torch ff-native > "$OUT0/profile.txt" 2>&1; echo "profile rc=$? at $((SECONDS - T0)) s"; }
 N=ff-native@time_calls:False; P=ff-pluggable@time_calls:False; L=ff-preload@time_calls:False
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so a "${STEPS_A_S:-180}" fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so a "${STEPS_A_S:-180}" fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 big=""; [ "${mib:-0}" -ge 120000 ] && big=",$L"
-bench/gpu/lockstep_call.sh run $B/lib/libfragfree.so b "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" moe,gpt2 "torch,$N$big,$P,torch#again"
+bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so b "$(( ${BUDGET:-540} - (SECONDS - T0) - 25 ))" moe,gpt2 "torch,$N$big,$P,torch#again"
 echo "=== handle size"; grep "^|" "$OUT0/handle_size.log"
 [ -f "$OUT0/profile.txt" ] && { echo "=== profile (blocking sync)"; cat "$OUT0/profile.txt"; }
-bench/gpu/lockstep_call.sh summary a b
+bench/gpu/gpu_call.sh summary a b

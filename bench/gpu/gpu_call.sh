@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Step time in lockstep for a GPU call script (bench/results/raw/*/run*.sh), with the
-# arguments those calls share, so that each script names only what it measures:
-#   lockstep_call.sh run LIB NAME SECONDS WORKLOADS MODES
+# What the GPU call scripts (bench/results/raw/*/run*.sh) share, so that each
+# names only what it measures:
+#   gpu_call.sh machine
+#       the GPU, the host CPU and its load into $OUT/machine.txt; prints the gist
+#   gpu_call.sh steps LIB NAME SECONDS WORKLOADS MODES
 #       step_suite.sh LIB steps in lockstep: warm-up 8 steps, 8 timed steps a run,
 #       CPUs 2-7, up to 14 rounds, as many as fit in SECONDS (none under 60 s);
 #       the log in $OUT/NAME/steps.log, the archive in $OUT/NAME/step_results.tgz
-#   lockstep_call.sh summary NAME...
+#   gpu_call.sh summary NAME...
 #       each NAME's tables, shortened to fit a call's printed tail
 # Run from the repository root. $OUT defaults to ./gpu-out, as step_suite.sh's.
 set -u
 OUT0="${OUT:-$PWD/gpu-out}"
 case "${1:-}" in
-  run)
-    [ $# -eq 6 ] || { echo "usage: $0 run LIB NAME SECONDS WORKLOADS MODES" >&2; exit 2; }
+  machine)
+    mkdir -p "$OUT0"
+    { nvidia-smi -L; lscpu; cat /proc/loadavg; } > "$OUT0/machine.txt" 2>&1
+    grep -E "GPU 0|Model name|BogoMIPS|L3|load" "$OUT0/machine.txt"
+    ;;
+  steps)
+    [ $# -eq 6 ] || { echo "usage: $0 steps LIB NAME SECONDS WORKLOADS MODES" >&2; exit 2; }
     lib=$2 name=$3 secs=$4 workloads=$5 modes=$6
     if [ "$secs" -lt 60 ]; then echo "steps $name: skipped, $secs s left"; exit 0; fi
     mkdir -p "$OUT0/$name"
@@ -32,7 +39,7 @@ case "${1:-}" in
     done
     ;;
   *)
-    echo "usage: $0 run LIB NAME SECONDS WORKLOADS MODES | summary NAME..." >&2
+    echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME..." >&2
     exit 2
     ;;
 esac
