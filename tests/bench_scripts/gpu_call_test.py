@@ -1,0 +1,54 @@
+"""bench/gpu/gpu_call.sh's parts that need no GPU: the summary of a step
+suite's log, a step run skipped when too little time is left, and usage
+errors."""
+import os
+import subprocess
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu", "gpu_call.sh")
+
+STEPS_LOG = """\
+budget: 198 s spent, a round takes ~27 s: stopping after 8 round(s) of 14
+| workload | mode | step ms (median of rounds' medians) [min–max] | ÷ torch [per-round min–max] | peak reserved / allocated GiB | more |
+|---|---|---|---|---|---|
+| fsdp | torch | 14.49 [14.3–14.7] | 1.000 [1.000–1.000] | 2.496 / 0.781 | x |
+| fsdp | ff-native | 14.54 [14.4–14.7] | 1.004 [0.994–1.017] | 2.205 / 0.781 | x |
+
+| workload | mode | median [95% CI] | 10th–90th percentile | steps | ÷ mean | per run: median [95% CI], above 1 in | CPU part |
+|---|---|---|---|---|---|---|---|
+| fsdp | ff-native | 1.003 [1.002–1.004] | 0.994–1.011 | 112 | 1.002 | 1.003 [1.002–1.004], 11 of 14 | 0.352 |
+
+"""
+
+
+def run(out, *args):
+    env = dict(os.environ, OUT=str(out))
+    return subprocess.run(["bash", SCRIPT, *args], env=env, capture_output=True, text=True)
+
+
+def test_summary_prints_each_runs_tables_short(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "steps.log").write_text(STEPS_LOG + "fsdp-ff-native-r3 FAILED (rc 1)\n")
+    r = run(tmp_path, "summary", "a", "absent")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[0] == "=== steps a: 1 failed"
+    assert lines[1].startswith("budget: 198 s spent")
+    assert " fsdp | ff-native | 14.54 [14.4–14.7] | 1.004 [0.994–1.017] | 2.205 / 0.781 " in lines
+    # The per-step table keeps the workload, the mode, the ratio to the mean of
+    # PyTorch's runs and the per-run ratio.
+    assert " fsdp | ff-native | 1.002 | 1.003 [1.002–1.004], 11 of 14 " in lines
+    assert "absent" not in r.stdout
+
+
+def test_steps_with_under_a_minute_left_runs_nothing(tmp_path):
+    r = run(tmp_path, "steps", "lib.so", "late", "59", "fsdp", "torch")
+    assert r.returncode == 0
+    assert r.stdout.strip() == "steps late: skipped, 59 s left"
+    assert not (tmp_path / "late").exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    for args in (["steps", "lib.so", "x", "120"], ["bogus"], []):
+        r = run(tmp_path, *args)
+        assert r.returncode == 2, args
+        assert "usage:" in r.stderr
