@@ -21,8 +21,9 @@ handles a copy's source and destination span (a 64 MiB copy spans 32 on 2 MiB
 pages), which a GPU-bound step hides and a CPU-bound one pays. With
 --gather-gib G it also holds G GiB of 4 KiB rows and times a gather of random
 rows from all of them (index_select into PyTorch's memory, up to 1 GiB of
-rows): the GPU's address translation under the most pressure. Prints a table of the medians and the ratios to cudamalloc with
-their min-max over rounds, then one JSON line.
+rows): the GPU's address translation under the most pressure. Prints a table
+of the medians and the ratios to cudamalloc with their min-max over rounds,
+then one JSON line.
 
   python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
                                    [--gather-gib 4] [--handle-mib 8,32]
