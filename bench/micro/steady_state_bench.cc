@@ -407,18 +407,26 @@ enum HandoffCall { kAlloc, kFree, kHandoffFree, kRecordStream, kHandoffCalls };
 constexpr const char* kHandoffCallNames[kHandoffCalls] = {
     "alloc", "free", "handoff_free", "record_stream"};
 
-struct HandoffTotals {
-  uint64_t ticks[kHandoffCalls] = {};
-  int64_t calls[kHandoffCalls] = {};
+// TSC ticks and calls of `kKinds` kinds of call, each call timed on its own.
+template <int kKinds>
+struct CallTicks {
+  uint64_t ticks[kKinds] = {};
+  int64_t calls[kKinds] = {};
 
   template <typename F>
-  void Time(HandoffCall kind, F&& call) {
+  void Time(int kind, F&& call) {
     const uint64_t t0 = StartTicks();
     call();
     ticks[kind] += EndTicks() - t0;
     ++calls[kind];
   }
+  // ns a call of `kind` (TSC reads included); 0 when none was timed.
+  double NsPerCall(int kind) const {
+    return calls[kind] > 0 ? double(ticks[kind]) * NsPerTick() / calls[kind]
+                           : 0.0;
+  }
 };
+using HandoffTotals = CallTicks<kHandoffCalls>;
 
 // One FSDP-style step's allocator calls (index `k` picks its batch rows, as
 // FsdpWorkload's 256..1024 rows of 4096 fp32), added to *totals.
@@ -510,7 +518,7 @@ void BM_HandoffStep(benchmark::State& state) {
     calls += totals.calls[kind];
     if (totals.calls[kind] > 0) {
       state.counters[std::string(kHandoffCallNames[kind]) + "_ns"] =
-          double(totals.ticks[kind]) * NsPerTick() / double(totals.calls[kind]);
+          totals.NsPerCall(kind);
     }
   }
   if (calls > 0) {
@@ -547,29 +555,24 @@ void BM_EventCalls(benchmark::State& state) {
   constexpr const char* kNames[kCalls] = {
       "ctx_get_current_ns", "get_capture_info_ns", "is_capturing_ns",
       "event_record_ns", "event_query_ns"};
-  uint64_t ticks[kCalls] = {};
-  int64_t n = 0;
+  CallTicks<kCalls> times;
   const CUstream stream = nullptr;
-  auto time = [&](int kind, auto&& call) {
-    const uint64_t t0 = StartTicks();
-    call();
-    ticks[kind] += EndTicks() - t0;
-  };
   for (auto _ : state) {
     CUcontext current;
     CUstreamCaptureStatus status;
-    time(kCtxGet, [&] { cu.cuCtxGetCurrent(&current); });
-    time(kCaptureInfo, [&] {
+    times.Time(kCtxGet, [&] { cu.cuCtxGetCurrent(&current); });
+    times.Time(kCaptureInfo, [&] {
       cu.cuStreamGetCaptureInfo(stream, &status, nullptr, nullptr, nullptr,
                                 nullptr, nullptr);
     });
-    time(kIsCapturing, [&] { cu.cuStreamIsCapturing(stream, &status); });
-    time(kRecord, [&] { cu.cuEventRecord(event, stream); });
-    time(kQuery, [&] { cu.cuEventQuery(event); });
-    ++n;
+    times.Time(kIsCapturing, [&] { cu.cuStreamIsCapturing(stream, &status); });
+    times.Time(kRecord, [&] { cu.cuEventRecord(event, stream); });
+    times.Time(kQuery, [&] { cu.cuEventQuery(event); });
   }
-  for (int kind = 0; kind < kCalls && n > 0; ++kind) {
-    state.counters[kNames[kind]] = double(ticks[kind]) * NsPerTick() / n;
+  for (int kind = 0; kind < kCalls; ++kind) {
+    if (times.calls[kind] > 0) {
+      state.counters[kNames[kind]] = times.NsPerCall(kind);
+    }
   }
   cu.cuEventDestroy(event);
 }
