@@ -6,13 +6,7 @@
 #                         native and pluggable with the A/A, then LD_PRELOAD with the A/A (four processes at most)
 # A round of the first group takes ~45 s on an H100, Llama + ckpt's ~27 s, MoE-style and GPT-2's ~51 s with four
 # modes (bench/results/2026-12-06-h100-session34.md).
-set -u
-OUT0="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT0"
-B=.carry/gpu
-T0=$SECONDS
-left() { echo $(( ${BUDGET:-540} - (SECONDS - T0) - 25 )); }
-bench/gpu/gpu_call.sh machine
-N=ff-native@time_calls:False; P=ff-pluggable@time_calls:False; L=ff-preload@time_calls:False
+. bench/gpu/call_prelude.sh
 case "${1:-}" in
   1)
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_ckpt 200 fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
