@@ -7,7 +7,9 @@
 # $OUT/profile_WORKLOAD.tgz (only a few files come back from $OUT): the
 # process's log, on-CPU samples by library (MODE.dso.txt) and by library and
 # function (MODE.self.txt); a mode run twice keeps both (MODE-2.*). A short
-# summary prints last.
+# summary prints last, with the CUDA calls of the kernel-timed steps side by
+# side (bench/gpu/api_calls_table.py: which call a mode's extra libcuda time
+# is in).
 #   cpu_profile.sh LIB WORKLOAD SECONDS MODE...   (MODE: torch | ff-native | ff-pluggable | ff-preload)
 # perf comes from .carry/perf (scripts/make_perf_bundle.sh) unless $PERF_BIN; the
 # processes run on CPUs $PROFILE_CPUS (default 2-7, as step_suite.sh's runs).
@@ -43,4 +45,5 @@ tar czf "$RESULTS/profile_$W.tgz" -C "$OUT0" .
 grep -h "^PROFILED" "$OUT0"/*.log
 for f in "$OUT0"/*.dso.txt; do echo "--- $(basename "$f")"; head -8 "$f" | cut -c1-80; done
 grep -h "^KERNELS" "$OUT0"/*.log | cut -c1-400
+python3 "$HERE/api_calls_table.py" "$OUT0"/*.log
 rm -rf "$OUT0"

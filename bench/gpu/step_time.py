@@ -6,6 +6,7 @@ shared GPU machine falls on every allocator alike.
       [--modes torch,expandable,ff-native,ff-pluggable,ff-preload]
       [--rounds 3] [--warmup 5] [--steps 20] [--budget-s 530]
       [--lockstep] [--device cpu]   (cpu: the plumbing, tiny workloads, no allocator swap)
+  python3 bench/gpu/step_time.py --out DIR --pool CALL/step_time.json [CALL2/step_time.json ...]
 
 Workloads (bench/gpu/workloads.py, seeded: every allocator sees the same
 requests): gpt2, gpt2+ckpt, llama, llama+ckpt (HF models built from config,
@@ -45,7 +46,9 @@ the modes more than once (torch,torch#again), a second table gives each run's
 ratio to the mean of those runs in its round. --budget-s: a round is
 started only if it is expected to finish within that many seconds of the
 start (the first always runs), so one GPU call of 10 minutes gives as many
-whole rounds as fit; --workloads/--modes split the matrix over several calls.
+whole rounds as fit; --workloads/--modes split the matrix over several calls,
+and --pool reads several calls' step_time.json back as one set of runs (each
+call's rounds kept apart) and writes the same tables over all of them.
 
 Each run's record holds cpu_ms, the process's CPU time in each timed step
 beside its wall time, and sync_ms, the time the step's closing synchronise
@@ -800,6 +803,37 @@ def run_lockstep(wl, order, rnd, args, lib, pinned, logdir, start, results):
                    logdir, lockstep=True)
 
 
+def pool(paths):
+    """The runs of several calls' step_time.json as one set, each call's rounds
+    kept apart (renumbered after the previous call's), and the workloads and
+    modes in the order they first appear: the same tables over every run, so
+    that rounds from calls too short on their own count together. A ratio still
+    compares a run only with PyTorch's runs of its own round."""
+    runs, workloads, modes, offset = [], [], [], 0
+    for path in paths:
+        with open(path) as f:
+            call = json.load(f)
+        rounds = [r["round"] for r in call["runs"]]
+        for r in call["runs"]:
+            runs.append(dict(r, round=r["round"] + offset))
+            for name, seen in ((r["workload"], workloads), (r["mode"], modes)):
+                if name not in seen:
+                    seen.append(name)
+        offset += max(rounds, default=-1) + 1
+    return runs, workloads, modes, offset
+
+
+def write_summary(out, runs, workloads, modes, rounds, args):
+    """step_time.json and step_time.md in `out`; the table printed."""
+    rows = summarise(runs, workloads, modes)
+    with open(os.path.join(out, "step_time.json"), "w") as f:
+        json.dump(dict(rounds=rounds, args=args, rows=rows, runs=runs), f, indent=1)
+    text = table(rows, rounds)
+    with open(os.path.join(out, "step_time.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", default="")
@@ -822,12 +856,19 @@ def main():
                    help="run a round's modes at once, one timed step at a time in turn")
     p.add_argument("--child-workload", default="")
     p.add_argument("--child-mode", default="")
+    p.add_argument("--pool", nargs="+", default=[], metavar="JSON",
+                   help="summarise the runs of these step_time.json files together; runs nothing")
     args = p.parse_args()
     if args.child_workload:
         child(args)
         return
     if not args.out:
         p.error("--out is required")
+    if args.pool:
+        os.makedirs(args.out, exist_ok=True)
+        runs, workloads, modes, rounds = pool(args.pool)
+        write_summary(args.out, runs, workloads, modes, rounds, dict(pool=args.pool))
+        return
     try:
         pinned = cpu_list(args.pin_cpus)
     except ValueError:
@@ -875,14 +916,7 @@ def main():
                 record_run(results, (wl, mode, rnd), (stdout, stderr, rc), before, t0, start,
                            logdir)
         round_s.append(time.time() - t_round)
-    done = len(round_s)
-    rows = summarise(results, workloads, modes)
-    with open(os.path.join(args.out, "step_time.json"), "w") as f:
-        json.dump(dict(rounds=done, args=vars(args), rows=rows, runs=results), f, indent=1)
-    text = table(rows, done)
-    with open(os.path.join(args.out, "step_time.md"), "w") as f:
-        f.write(text + "\n")
-    print(text)
+    write_summary(args.out, results, workloads, modes, len(round_s), vars(args))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 ratio to PyTorch's run of the same round, and, when PyTorch's default runs
 more than once a round (torch, torch#again), the ratio to the mean of those
 runs."""
+import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
@@ -249,3 +251,34 @@ def test_peak_reserved_spread_over_the_runs():
     # One figure where every run peaked alike, else min–max (mean).
     assert "| 12.0 / 5.0 |" in text
     assert "| 6.0–7.0 (6.5) / 5.0 |" in text
+
+
+def test_pool_keeps_each_calls_rounds_apart(tmp_path):
+    # Two calls, each with rounds 0 and 1; the second call runs LD_PRELOAD, not native.
+    second = [run("torch", 0, 50.0), run("torch#again", 0, 50.0), run("ff-preload", 0, 45.0),
+              run("torch", 1, 60.0), run("torch#again", 1, 60.0), run("ff-preload", 1, 66.0)]
+    paths = []
+    for i, runs in enumerate((RUNS, second)):
+        paths.append(str(tmp_path / f"call{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(dict(rounds=2, runs=runs), f)
+    runs, workloads, modes, rounds = step_time.pool(paths)
+    assert (workloads, rounds) == ([WL], 4)
+    assert modes == ["torch", "torch#again", "ff-native", "ff-preload"]
+    assert sorted({r["round"] for r in runs if r["mode"] == "ff-preload"}) == [2, 3]
+    rows = rows_by_mode(runs, modes)
+    # Each run against PyTorch's run of its own round: 45/50 and 66/60, never 45/100.
+    assert rows["ff-preload"]["ratio_range"] == [0.9, 1.1]
+    assert rows["ff-native"]["ratio_range"] == [0.99, 1.1]
+    assert rows["torch"]["runs"] == 4
+
+
+def test_pool_writes_the_tables(tmp_path):
+    path = tmp_path / "call.json"
+    path.write_text(json.dumps(dict(rounds=2, runs=RUNS)))
+    out = tmp_path / "pooled"
+    subprocess.run([sys.executable, step_time.__file__, "--out", str(out), "--pool", str(path)],
+                   check=True, capture_output=True)
+    pooled = json.loads((out / "step_time.json").read_text())
+    assert pooled["rounds"] == 2 and len(pooled["runs"]) == len(RUNS)
+    assert "| wl | ff-native |" in (out / "step_time.md").read_text()

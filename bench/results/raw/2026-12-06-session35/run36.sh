@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepared in session 35 for the next session's GPU calls (main's build in .carry/gpu, perf in .carry/perf).
+#   run36.sh profile   which CUDA call FSDP-style's and MoE-style's extra libcuda time is in: cpu_profile.sh with
+#                      PyTorch's default and fragfree native alternated, its summary ending in the calls' table
+#                      (bench/gpu/api_calls_table.py); ~3 min
+#   BUDGET=S run36.sh h200   on an H200 only, the cells the H200 has not measured yet (bench/results/
+#                      2026-12-06-h100-session35.md, "Pooled"): FSDP-style and GPT-2 + ckpt every way in, then
+#                      MoE-style and GPT-2 every way in, with PyTorch's A/A beside
+. bench/gpu/call_prelude.sh
+case "${1:-}" in
+  profile)
+    for w in fsdp moe; do
+      KERNEL_STEPS=5 bench/gpu/cpu_profile.sh $B/lib/libfragfree.so $w 6 torch ff-native torch ff-native \
+        > "$OUT0/profile_$w.log" 2>&1
+      echo "profile $w rc=$? at $((SECONDS - T0)) s"
+    done
+    for w in fsdp moe; do echo "=== $w"; grep -v "^\[" "$OUT0/profile_$w.log" | tail -30 | cut -c1-220; done
+    ;;
+  h200)
+    bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_ckpt 240 fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
+    bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so moe_gpt2 "$(left)" moe,gpt2 "torch,$N,$L,$P,torch#again"
+    bench/gpu/gpu_call.sh summary fsdp_ckpt moe_gpt2
+    ;;
+  *) echo "usage: [BUDGET=S] $0 profile|h200" >&2; exit 2 ;;
+esac
