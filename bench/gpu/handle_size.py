@@ -9,7 +9,7 @@ process, alternated over rounds (CUDA events, median per round):
   one_handle  one cuMemCreate for the whole tensor, mapped as one range
   handles_N   (--handle-mib N,...) N MiB handles mapped side by side: whether
               a kernel's fixed cost over many mappings (a 64 MiB copy ~0.4 us
-              slower on 2 MiB pages: README, Performance) falls with fewer
+              slower on 2 MiB pages: docs/performance.md) falls with fewer
 
 Each backing holds a weight W (n x n fp32) and activations X (m x n) and Y
 (m x n); the timed work is Y = X @ W (GEMM) and W2.copy_(W) (a copy that
