@@ -18,7 +18,13 @@ CPU's side of the same two calls: microseconds to issue one, timed over a loop
 that queues them without waiting (fewer than the GPU's queue holds, so that
 none blocks): whether the driver's per-call cost grows with the number of
 handles a copy's source and destination span (a 64 MiB copy spans 32 on 2 MiB
-pages), which a GPU-bound step hides and a CPU-bound one pays. With
+pages), which a GPU-bound step hides and a CPU-bound one pays. The other
+kinds of call a training step makes on such memory are timed the same way:
+add_cpu (Y = X + X, an elementwise kernel over three tensors), sum_cpu (a
+reduction of W over its rows into a vector) and copy16_cpu (Y.copy_(X), a
+16 MiB copy at the default sizes: 8 handles each side on 2 MiB pages, against
+copy_cpu's 32), so that what grows with the handles, and by how much a
+handle, is read call by call. With
 --gather-gib G it also holds G GiB of 4 KiB rows and times a gather of random
 rows from all of them (index_select into PyTorch's memory, up to 1 GiB of
 rows): the GPU's address translation under the most pressure. Prints a table
@@ -114,7 +120,8 @@ def issue_us(fn, iters):
 
 
 # The unit of each op's figure: GPU time, or the CPU's time to issue it.
-UNITS = {"gemm": "ms", "copy": "ms", "gather": "ms", "gemm_cpu": "us", "copy_cpu": "us"}
+UNITS = {"gemm": "ms", "copy": "ms", "gather": "ms", "gemm_cpu": "us", "copy_cpu": "us",
+         "add_cpu": "us", "sum_cpu": "us", "copy16_cpu": "us"}
 
 
 def main():
@@ -157,7 +164,9 @@ def main():
         for t in ts:
             t.normal_()
         backings[kind] = (ts, region)
-    ops = ["gemm", "copy", "gemm_cpu", "copy_cpu"] + (["gather"] if g_rows else [])
+    ops = ["gemm", "copy", "gemm_cpu", "copy_cpu", "add_cpu", "sum_cpu", "copy16_cpu"] + (
+        ["gather"] if g_rows else [])
+    col_sums = torch.empty(n, device="cuda")  # alike for every backing
     issue_iters = min(args.iters, 100)  # a few ms of queued GPU work at the default sizes
     if g_rows:
         picked = min(g_rows // 4, 1 << 18)
@@ -174,6 +183,9 @@ def main():
             ms[kind]["copy"].append(timed_ms(lambda: w2.copy_(w), args.iters))
             ms[kind]["gemm_cpu"].append(issue_us(lambda: torch.matmul(x, w, out=y), issue_iters))
             ms[kind]["copy_cpu"].append(issue_us(lambda: w2.copy_(w), issue_iters))
+            ms[kind]["add_cpu"].append(issue_us(lambda: torch.add(x, x, out=y), issue_iters))
+            ms[kind]["sum_cpu"].append(issue_us(lambda: torch.sum(w, 0, out=col_sums), issue_iters))
+            ms[kind]["copy16_cpu"].append(issue_us(lambda: y.copy_(x), issue_iters))
             if g:
                 ms[kind]["gather"].append(timed_ms(
                     lambda: torch.index_select(g[0], 0, idx, out=gathered), args.iters))

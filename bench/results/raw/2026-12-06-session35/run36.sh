@@ -2,7 +2,8 @@
 # Prepared in session 35 for the next session's GPU calls (main's build in .carry/gpu, perf in .carry/perf).
 #   run36.sh profile   which CUDA call FSDP-style's and MoE-style's extra libcuda time is in: cpu_profile.sh with
 #                      PyTorch's default and fragfree native alternated, its summary ending in the calls' table
-#                      (bench/gpu/api_calls_table.py); ~3 min
+#                      (bench/gpu/api_calls_table.py); then handle_size.py's CPU cost of each kind of call by
+#                      backing, 20 MiB handles (expandable segments') among them; ~5 min
 #   BUDGET=S run36.sh h200   on an H200 only, the cells the H200 has not measured yet (bench/results/
 #                      2026-12-06-h100-session35.md, "Pooled"): FSDP-style and GPT-2 + ckpt every way in, then
 #                      MoE-style and GPT-2 every way in, with PyTorch's A/A beside
@@ -14,7 +15,10 @@ case "${1:-}" in
         > "$OUT0/profile_$w.log" 2>&1
       echo "profile $w rc=$? at $((SECONDS - T0)) s"
     done
+    timeout 150 python3 bench/gpu/handle_size.py --handle-mib 8,20,32 --rounds 5 > "$OUT0/handle_size.log" 2>&1
+    echo "handle_size rc=$? at $((SECONDS - T0)) s"
     for w in fsdp moe; do echo "=== $w"; grep -v "^\[" "$OUT0/profile_$w.log" | tail -30 | cut -c1-220; done
+    grep "^|" "$OUT0/handle_size.log"
     ;;
   h200)
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_ckpt 240 fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
