@@ -4,8 +4,11 @@
 #                      PyTorch's default and fragfree native alternated, its summary ending in the calls' table
 #                      (bench/gpu/api_calls_table.py); then handle_size.py's CPU cost of each kind of call by
 #                      backing, 20 MiB handles (expandable segments') among them; ~5 min
+#   BUDGET=S run36.sh fsdp   FSDP-style with expandable segments beside (PyTorch's own VMM memory, in 20 MiB
+#                      handles on its large pool): if the driver's cost per handle is FSDP-style's 0.3-0.4% on an
+#                      H100, expandable segments pay a fraction of it and land between PyTorch's default and fragfree
 #   BUDGET=S run36.sh h200   on an H200 only, the cells the H200 has not measured yet (bench/results/
-#                      2026-12-06-h100-session35.md, "Pooled"): FSDP-style and GPT-2 + ckpt every way in, then
+#                      2026-12-06-h100-session35.md, pooled): FSDP-style and GPT-2 + ckpt every way in, then
 #                      MoE-style and GPT-2 every way in, with PyTorch's A/A beside
 . bench/gpu/call_prelude.sh
 case "${1:-}" in
@@ -20,10 +23,14 @@ case "${1:-}" in
     for w in fsdp moe; do echo "=== $w"; grep -v "^\[" "$OUT0/profile_$w.log" | tail -30 | cut -c1-220; done
     grep "^|" "$OUT0/handle_size.log"
     ;;
+  fsdp)
+    bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp "$(left)" fsdp "torch,expandable,$N,$L,torch#again"
+    bench/gpu/gpu_call.sh summary fsdp
+    ;;
   h200)
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_ckpt 240 fsdp,gpt2+ckpt "torch,$N,$L,$P,torch#again"
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so moe_gpt2 "$(left)" moe,gpt2 "torch,$N,$L,$P,torch#again"
     bench/gpu/gpu_call.sh summary fsdp_ckpt moe_gpt2
     ;;
-  *) echo "usage: [BUDGET=S] $0 profile|h200" >&2; exit 2 ;;
+  *) echo "usage: [BUDGET=S] $0 profile|fsdp|h200" >&2; exit 2 ;;
 esac
