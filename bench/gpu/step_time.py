@@ -73,7 +73,12 @@ then with the run as the unit (each run's median ratio; the median over runs,
 its interval and in how many runs it is above 1: a run's steps share their
 process's luck, so the per-step interval is too narrow where runs differ);
 and the CPU part of each step (the step less its closing wait) less torch's
-same step's, per run likewise.
+same step's, per run likewise. With PyTorch's default in the modes again
+(torch#again), a table "Against PyTorch's second process" pairs each run with
+that control round by round (both divided by the same torch run, whose luck
+then cancels): the median difference, in how many rounds the run is the slower,
+and the sign test's p: whether a mode lands anywhere a second PyTorch process
+would not.
 The processes share the GPU (an idle one holds its memory) and wall-clock time:
 fragfree's move time budget (Note [Move time budget] in docs/design.md) counts
 the others' steps as time in which it moved nothing, so with N modes a fragfree
@@ -101,6 +106,7 @@ DIR/step_time.md (the table), logs DIR/logs/<run>.log; prints the table last.
 """
 import argparse
 import json
+import math
 import operator
 import os
 import random
@@ -387,6 +393,7 @@ def summarise(results, workloads, modes):
                 row.update(probe_ratio(ok, results, wl))
                 row.update(control_ratio(ok, results, wl))
                 row.update(step_ratio(ok, results, wl))
+                row.update(versus_controls(ok, results, wl))
             rows.append(row)
     return rows
 
@@ -517,6 +524,48 @@ def step_ratio(ok, results, wl):
     return out
 
 
+def sign_test_p(above, below):
+    """Two-sided exact sign test: the chance, were above and below equally
+    likely, of a split at least as uneven as `above` of `above + below`."""
+    n = above + below
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(above, below) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def versus_controls(ok, results, wl):
+    """With --lockstep and PyTorch's default run again as a mode (torch#again):
+    round by round, this run against PyTorch's second process. Each run's
+    median of its steps ÷ torch's steps of the same index (the per-run ratio
+    of step_ratio), less the mean of the control runs' same figure in that
+    round: the median difference with its 95% CI, in how many rounds this run
+    is the slower, and the sign test's p that it is slower (or faster) in no
+    more rounds than chance would give. Both sides divide by the same torch
+    run, so that run's luck cancels; what is left is how far this mode lands
+    from where a second PyTorch process lands."""
+    if ok and ok[0]["mode"].partition("#")[0] == "torch":
+        return {}
+    torch_steps = {r["round"]: r["step_ms"] for r in pytorch_runs(results, wl)
+                   if r["mode"] == "torch" and r.get("lockstep")}
+
+    def run_ratio(r):
+        return median([a / b for a, b in zip(r["step_ms"], torch_steps[r["round"]])])
+    controls = {}
+    for r in pytorch_runs(results, wl):
+        if r["mode"] != "torch" and r.get("lockstep") and r["round"] in torch_steps:
+            controls.setdefault(r["round"], []).append(run_ratio(r))
+    diffs = [run_ratio(r) - statistics.mean(controls[r["round"]])
+             for r in ok if r.get("lockstep") and r["round"] in controls]
+    if len(diffs) < 2:
+        return {}
+    mid, lo, hi = median_ci(diffs)
+    above, below = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    return dict(vs_controls=round(mid, 4), vs_controls_ci=[round(lo, 4), round(hi, 4)],
+                vs_controls_above=above, vs_controls_rounds=len(diffs),
+                vs_controls_p=round(sign_test_p(above, below), 4))
+
+
 def ratio_cell(row, key):
     """A ratio and its per-round range (row[key], row[key + "_range"]) as a
     table cell; empty when the row has none."""
@@ -635,6 +684,18 @@ def table(rows, rounds):
                       [runs_cell(r, "cpu_part_delta_ms", "cpu_part_runs_above")]
                       if parts else []))
              for r in stepped])
+    paired = [r for r in rows if "vs_controls" in r]
+    if paired:
+        out += sub_table(
+            "Against PyTorch's second process (--lockstep, torch#... in the modes), round by "
+            "round: each run's per-run ratio less the control runs' in its round (both ÷ the "
+            "same torch run), the median difference [95% CI], in how many rounds the run is "
+            "the slower, and the sign test's two-sided p (small: slower, or faster, in more "
+            "rounds than chance gives).",
+            ["run − A/A: median [95% CI]", "slower than the A/A in", "sign test p"],
+            [(r, ["{:+.4f} [{:+.4f}–{:+.4f}]".format(r["vs_controls"], *r["vs_controls_ci"]),
+                  f"{r['vs_controls_above']} of {r['vs_controls_rounds']}",
+                  f"{r['vs_controls_p']:.3g}"]) for r in paired])
     probed = [r for r in rows if "ratio_probe" in r]
     if probed:
         out += sub_table(

@@ -282,3 +282,40 @@ def test_pool_writes_the_tables(tmp_path):
     pooled = json.loads((out / "step_time.json").read_text())
     assert pooled["rounds"] == 2 and len(pooled["runs"]) == len(RUNS)
     assert "| wl | ff-native |" in (out / "step_time.md").read_text()
+
+
+def test_sign_test_p():
+    assert step_time.sign_test_p(0, 0) == 1.0
+    assert step_time.sign_test_p(3, 3) == 1.0
+    # 0 of 5: 2 / 32 either way; 9 of 10: 2 * 11 / 1024.
+    assert step_time.sign_test_p(0, 5) == 2 / 32
+    assert step_time.sign_test_p(5, 0) == 2 / 32
+    assert abs(step_time.sign_test_p(9, 1) - 22 / 1024) < 1e-12
+
+
+def test_versus_the_aa_round_by_round():
+    # Three rounds. torch's steps are 100 ms; the A/A lands at 1.00, 1.10, 0.90
+    # of them and fragfree at 1.02, 1.12, 0.88: slower than the A/A in two
+    # rounds by 0.02, faster in one by 0.02.
+    runs = []
+    for rnd, (aa, ff) in enumerate([(100.0, 102.0), (110.0, 112.0), (90.0, 88.0)]):
+        runs += [lockstep_run("torch", rnd, [100.0] * 3), lockstep_run("torch#again", rnd, [aa] * 3),
+                 lockstep_run("ff-native", rnd, [ff] * 3)]
+    rows = rows_by_mode(runs, ["torch", "torch#again", "ff-native"])
+    native = rows["ff-native"]
+    assert (native["vs_controls_above"], native["vs_controls_rounds"]) == (2, 3)
+    assert native["vs_controls"] == 0.02
+    assert native["vs_controls_p"] == 1.0
+    # The controls themselves are not compared with themselves.
+    assert "vs_controls" not in rows["torch#again"] and "vs_controls" not in rows["torch"]
+    text = step_time.table(list(rows.values()), 3)
+    assert "Against PyTorch's second process" in text
+    assert "| wl | ff-native | +0.0200 [" in text and "| 2 of 3 | 1 |" in text
+
+
+def test_no_aa_comparison_without_a_second_pytorch_run():
+    runs = [lockstep_run("torch", r, [100.0] * 3) for r in range(3)]
+    runs += [lockstep_run("ff-native", r, [101.0] * 3) for r in range(3)]
+    rows = rows_by_mode(runs, ["torch", "ff-native"])
+    assert "vs_controls" not in rows["ff-native"]
+    assert "Against PyTorch's second process" not in step_time.table(list(rows.values()), 3)
