@@ -24,7 +24,10 @@ add_cpu (Y = X + X, an elementwise kernel over three tensors), sum_cpu (a
 reduction of W over its rows into a vector) and copy16_cpu (Y.copy_(X), a
 16 MiB copy at the default sizes: 8 handles each side on 2 MiB pages, against
 copy_cpu's 32), so that what grows with the handles, and by how much a
-handle, is read call by call. With
+handle, is read call by call. --ballast-gib B first maps B GiB more in 2 MiB
+pages, untouched (a process under fragfree holds thousands of mappings: GPT-2
+~13 GiB, 6,800 pages): whether what a call costs per handle grows with the
+handles mapped in the process, not only with those the call spans. With
 --gather-gib G it also holds G GiB of 4 KiB rows and times a gather of random
 rows from all of them (index_select into PyTorch's memory, up to 1 GiB of
 rows): the GPU's address translation under the most pressure. Prints a table
@@ -32,7 +35,7 @@ of the medians and the ratios to cudamalloc with their min-max over rounds,
 then one JSON line.
 
   python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
-                                   [--gather-gib 4] [--handle-mib 8,32]
+                                   [--gather-gib 4] [--handle-mib 8,32] [--ballast-gib 16]
 """
 import argparse
 import ctypes
@@ -132,6 +135,8 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--gather-gib", type=int, default=0,
                     help="GiB of rows to gather from at random (0: no gather)")
+    ap.add_argument("--ballast-gib", type=int, default=0,
+                    help="GiB more mapped in 2 MiB pages before timing, untouched (0: none)")
     ap.add_argument("--handle-mib", default="",
                     help="more backings of handles of these sizes, MiB (multiples of 2): 8,32")
     args = ap.parse_args()
@@ -149,6 +154,7 @@ def main():
     total = round_up(w_bytes, PAGE) * 2 + round_up(x_bytes, PAGE) * 2 + g_rows * 4096
     shapes = [(n, n), (n, n), (m, n), (m, n)] + ([(g_rows, 1024)] if g_rows else [])
     backings = {}
+    ballast = VmmRegion(drv, args.ballast_gib << 30, PAGE) if args.ballast_gib > 0 else None
 
     def tensors(kind):
         if kind == "cudamalloc":
@@ -189,7 +195,8 @@ def main():
             if g:
                 ms[kind]["gather"].append(timed_ms(
                     lambda: torch.index_select(g[0], 0, idx, out=gathered), args.iters))
-    print(f"handle size and GPU speed: n={n} m={m}, {args.rounds} rounds x {args.iters} iterations")
+    print(f"handle size and GPU speed: n={n} m={m}, {args.rounds} rounds x {args.iters} iterations, "
+          f"{len(ballast.handles) if ballast else 0} ballast pages mapped")
     print("| backing | " + " | ".join(f"{op} {UNITS[op]} | / cudamalloc [min-max]" for op in ops) + " |")
     print("|---|" + "---|---|" * len(ops))
     rows = {}
@@ -209,8 +216,11 @@ def main():
         if region is not None:
             torch.cuda.synchronize()
             region.close()
+    if ballast is not None:
+        ballast.close()
     print(json.dumps({"bench": "handle_size", "n": n, "m": m, "rounds": args.rounds,
                       "iters": args.iters, "gather_gib": args.gather_gib,
+                      "ballast_gib": args.ballast_gib,
                       "handle_mib": handle_mib, "rows": rows}))
     return 0
 
