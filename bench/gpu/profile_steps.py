@@ -9,15 +9,16 @@ Then, with --kernel-steps N, N more steps under torch.profiler (after the
 profiled ones): the GPU time of each kernel and copy by name, a step, and the
 step's GPU time from the first to the last of its work on the current stream
 (CUDA events), so that two modes' GPU sides compare apart from their CPU
-sides: one JSON line, "KERNELS {...}". From the same steps, the CPU side of
-every CUDA runtime and driver call the profiler saw (cudaLaunchKernel,
-cudaMemcpyAsync, cuLaunchKernel from the libraries, ...): calls and CPU
+sides: one JSON line, "KERNELS {...}". Then N more with the profiler's CPU
+side on too: every CUDA runtime and driver call it saw (cudaLaunchKernel,
+cudaMemcpyAsync, cuLaunchKernel from the libraries, ...), calls and CPU
 microseconds a step by name, one JSON line, "API {...}", so that where a mode
 spends more time in libcuda the call that pays it is named (waits for the GPU,
 cudaStreamSynchronize and the like, sleep under blocking sync and are listed
-like any other call: read them apart). The workload's random source is
-reseeded first: every mode times the same shapes, however many steps its
-profiled seconds ran.
+like any other call: read them apart; the profiler adds its own cost to every
+call, alike in every mode). The workload's random source is reseeded before
+each: every mode times the same shapes, however many steps its profiled
+seconds ran.
   python3 profile_steps.py MODE WORKLOAD FLAG_FILE [--seconds 6] [--warmup 20]
       [--kernel-steps 0]
 """
@@ -78,18 +79,24 @@ if args.kernel_steps > 0:
             end.synchronize()
             spans.append(start.elapsed_time(end) * 1e3)
     by_name = collections.Counter()
-    api = {}  # name -> [calls a step, CPU µs a step]
     for e in prof.key_averages():
         if e.self_device_time_total > 0:
             by_name[e.key[:70]] += e.self_device_time_total / args.kernel_steps
-        elif e.key.startswith("cu") and e.self_cpu_time_total > 0:
-            api[e.key[:40]] = [round(e.count / args.kernel_steps, 1),
-                               round(e.self_cpu_time_total / args.kernel_steps, 1)]
     print("KERNELS " + json.dumps(dict(
         mode=args.mode, workload=args.workload, steps=args.kernel_steps,
         gpu_busy_us=round(sum(by_name.values()), 1),
         span_us=sorted(round(s, 1) for s in spans),
         top=[(k, round(v, 1)) for k, v in by_name.most_common(12)])), flush=True)
+
+    wl.rng.seed(2)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.kernel_steps):
+            wl.step()
+    api = {}  # name -> [calls a step, CPU µs a step]
+    for e in prof.key_averages():
+        if e.key.startswith("cu") and e.self_device_time_total == 0 and e.self_cpu_time_total > 0:
+            api[e.key[:40]] = [round(e.count / args.kernel_steps, 1),
+                               round(e.self_cpu_time_total / args.kernel_steps, 1)]
     print("API " + json.dumps(dict(mode=args.mode, workload=args.workload, steps=args.kernel_steps,
                                    calls=dict(sorted(api.items(), key=lambda kv: -kv[1][1])))),
           flush=True)
