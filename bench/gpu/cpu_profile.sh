@@ -7,9 +7,9 @@
 # $OUT/profile_WORKLOAD.tgz (only a few files come back from $OUT): the
 # process's log, on-CPU samples by library (MODE.dso.txt) and by library and
 # function (MODE.self.txt); a mode run twice keeps both (MODE-2.*). A short
-# summary prints last, with the CUDA calls of the kernel-timed steps side by
-# side (bench/gpu/api_calls_table.py: which call a mode's extra libcuda time
-# is in).
+# summary prints last, ending with the CUDA calls the process made in its
+# last profiled steps (profile_steps.py's API line), mode beside mode
+# (bench/gpu/api_calls_table.py: which call a mode's extra libcuda time is in).
 #   cpu_profile.sh LIB WORKLOAD SECONDS MODE...   (MODE: torch | ff-native | ff-pluggable | ff-preload)
 # perf comes from .carry/perf (scripts/make_perf_bundle.sh) unless $PERF_BIN; the
 # processes run on CPUs $PROFILE_CPUS (default 2-7, as step_suite.sh's runs).
