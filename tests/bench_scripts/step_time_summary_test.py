@@ -1,4 +1,4 @@
-"""bench/gpu/step_time.py's summary, on made-up runs (no GPU, no torch): the
+"""bench/gpu/step_summary.py, step_time.py's summary, on made-up runs (no GPU, no torch): the
 ratio to PyTorch's run of the same round, and, when PyTorch's default runs
 more than once a round (torch, torch#again), the ratio to the mean of those
 runs."""
@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu"))
+import step_summary  # noqa: E402
 import step_time  # noqa: E402
 
 WL = "wl"
@@ -23,7 +24,7 @@ MODES = ["torch", "ff-native", "torch#again"]
 
 
 def rows_by_mode(runs, modes):
-    return {r["mode"]: r for r in step_time.summarise(runs, [WL], modes)}
+    return {r["mode"]: r for r in step_summary.summarise(runs, [WL], modes)}
 
 
 def test_ratio_to_the_rounds_torch_run():
@@ -41,7 +42,7 @@ def test_ratio_to_the_mean_of_pytorchs_runs_in_each_round():
     # The controls against their own mean: 100/110, 120/110, 80/80, 80/80.
     assert rows["torch"]["ratio_controls_range"] == [round(100 / 110, 4), 1.0]
     assert rows["torch#again"]["ratio_controls_range"] == [1.0, round(120 / 110, 4)]
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     assert "÷ mean of PyTorch's runs" in text
     assert "| wl | ff-native | 1.045 [0.990–1.100] | 1.000 [0.900–1.100] |" in text
 
@@ -50,7 +51,7 @@ def test_no_control_table_with_one_pytorch_run_a_round():
     runs = [r for r in RUNS if r["mode"] != "torch#again"]
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "ratio_controls" not in rows["ff-native"]
-    assert "mean of PyTorch's runs" not in step_time.table(list(rows.values()), 2)
+    assert "mean of PyTorch's runs" not in step_summary.table(list(rows.values()), 2)
 
 
 def test_wait_for_the_gpu_at_the_steps_end():
@@ -66,13 +67,13 @@ def test_wait_for_the_gpu_at_the_steps_end():
     assert rows["ff-native"]["sync_ms"] == 0.1
     assert rows["ff-native"]["sync_share"] == round(0.1 / 99, 4)
     assert "sync_ms" not in rows["torch#again"]
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     assert "| wl | torch | 20.00 | 21.2% |" in text
     assert "| wl | ff-native | 0.10 | 0.1% |" in text
 
 
 def test_no_wait_table_without_wait_records():
-    assert "Whose pace" not in step_time.table(list(rows_by_mode(RUNS, MODES).values()), 2)
+    assert "Whose pace" not in step_summary.table(list(rows_by_mode(RUNS, MODES).values()), 2)
 
 
 def lockstep_run(mode, rnd, steps):
@@ -93,7 +94,7 @@ def test_step_by_step_ratio_pairs_steps_of_the_same_index_and_round():
     lo, hi = native["step_ratio_ci"]
     assert 0.9 <= lo <= 1.0 <= hi <= 1.1
     assert rows["torch"]["step_ratio"] == 1.0
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     assert "Step by step (--lockstep)" in text
     assert "| wl | ff-native | 1.000 [" in text
 
@@ -109,7 +110,7 @@ def test_per_run_ratio_takes_each_runs_median():
     assert native["step_ratio_runs"] == 1.02
     assert native["step_ratio_runs_ci"] == [0.99, 1.03]
     assert (native["runs_above"], native["runs"]) == (2, 3)
-    text = step_time.table(list(rows_by_mode(runs, ["torch", "ff-native"]).values()), 3)
+    text = step_summary.table(list(rows_by_mode(runs, ["torch", "ff-native"]).values()), 3)
     assert "per run: median [95% CI], above 1 in" in text
     assert "| 1.020 [0.990–1.030], 2 of 3 |" in text
 
@@ -130,7 +131,7 @@ def test_cpu_part_of_each_step_against_torchs_same_step_per_run():
     assert native["cpu_part_delta_ms_ci"] == [-0.5, 1.0]
     assert native["cpu_part_runs_above"] == 1
     assert rows["torch"]["cpu_part_delta_ms"] == 0.0
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     assert "CPU part − torch's, ms, per run" in text
     assert "| 0.250 [-0.500–1.000], 1 of 2 |" in text
 
@@ -141,21 +142,21 @@ def test_no_cpu_part_column_without_wait_records():
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "cpu_part_delta_ms" not in rows["ff-native"]
     assert "step_ratio_runs" in rows["ff-native"]
-    assert "CPU part" not in step_time.table(list(rows.values()), 2)
+    assert "CPU part" not in step_summary.table(list(rows.values()), 2)
 
 
 def test_no_step_by_step_ratio_for_runs_one_after_another():
     rows = rows_by_mode(RUNS, MODES)
     assert "step_ratio" not in rows["ff-native"]
-    assert "Step by step" not in step_time.table(list(rows.values()), 2)
+    assert "Step by step" not in step_summary.table(list(rows.values()), 2)
 
 
 def test_median_confidence_interval_is_order_statistics_around_the_middle():
-    mid, lo, hi = step_time.median_ci(list(range(1, 101)))
+    mid, lo, hi = step_summary.median_ci(list(range(1, 101)))
     assert mid == 50.5
     # n = 100: ranks 50 -+ 9.8, i.e. the values at indices 40 and 59.
     assert (lo, hi) == (41, 60)
-    assert step_time.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+    assert step_summary.median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
 
 
 KID = r"""
@@ -220,7 +221,7 @@ def test_step_by_step_ratio_to_the_mean_of_pytorchs_steps():
     assert native["step_ratio"] == 0.995
     lo, hi = native["step_ratio_controls_ci"]
     assert 0.9 <= lo <= 1.0 <= hi <= 1.1
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     assert "÷ mean of PyTorch's steps" in text
     stepped = text.split("Step by step (--lockstep)")[1]
     line = [l for l in stepped.splitlines() if l.startswith("| wl | ff-native |")][0]
@@ -234,7 +235,7 @@ def test_no_step_by_step_control_column_with_one_pytorch_run_a_round():
     runs = [lockstep_run("torch", 0, [100.0, 100.0]), lockstep_run("ff-native", 0, [90.0, 110.0])]
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "step_ratio_controls" not in rows["ff-native"]
-    assert "mean of PyTorch's steps" not in step_time.table(list(rows.values()), 1)
+    assert "mean of PyTorch's steps" not in step_summary.table(list(rows.values()), 1)
 
 
 def test_peak_reserved_spread_over_the_runs():
@@ -247,7 +248,7 @@ def test_peak_reserved_spread_over_the_runs():
     native = rows["ff-native"]
     assert (native["peak_reserved_gib"], native["peak_reserved_gib_min"],
             native["peak_reserved_gib_mean"]) == (7.0, 6.0, 6.5)
-    text = step_time.table(list(rows.values()), 2)
+    text = step_summary.table(list(rows.values()), 2)
     # One figure where every run peaked alike, else min–max (mean).
     assert "| 12.0 / 5.0 |" in text
     assert "| 6.0–7.0 (6.5) / 5.0 |" in text
@@ -262,7 +263,7 @@ def test_pool_keeps_each_calls_rounds_apart(tmp_path):
         paths.append(str(tmp_path / f"call{i}.json"))
         with open(paths[-1], "w") as f:
             json.dump(dict(rounds=2, runs=runs), f)
-    runs, workloads, modes, rounds = step_time.pool(paths)
+    runs, workloads, modes, rounds = step_summary.pool(paths)
     assert (workloads, rounds) == ([WL], 4)
     assert modes == ["torch", "torch#again", "ff-native", "ff-preload"]
     assert sorted({r["round"] for r in runs if r["mode"] == "ff-preload"}) == [2, 3]
@@ -285,12 +286,12 @@ def test_pool_writes_the_tables(tmp_path):
 
 
 def test_sign_test_p():
-    assert step_time.sign_test_p(0, 0) == 1.0
-    assert step_time.sign_test_p(3, 3) == 1.0
+    assert step_summary.sign_test_p(0, 0) == 1.0
+    assert step_summary.sign_test_p(3, 3) == 1.0
     # 0 of 5: 2 / 32 either way; 9 of 10: 2 * 11 / 1024.
-    assert step_time.sign_test_p(0, 5) == 2 / 32
-    assert step_time.sign_test_p(5, 0) == 2 / 32
-    assert abs(step_time.sign_test_p(9, 1) - 22 / 1024) < 1e-12
+    assert step_summary.sign_test_p(0, 5) == 2 / 32
+    assert step_summary.sign_test_p(5, 0) == 2 / 32
+    assert abs(step_summary.sign_test_p(9, 1) - 22 / 1024) < 1e-12
 
 
 def test_versus_the_aa_round_by_round():
@@ -308,7 +309,7 @@ def test_versus_the_aa_round_by_round():
     assert native["vs_controls_p"] == 1.0
     # The controls themselves are not compared with themselves.
     assert "vs_controls" not in rows["torch#again"] and "vs_controls" not in rows["torch"]
-    text = step_time.table(list(rows.values()), 3)
+    text = step_summary.table(list(rows.values()), 3)
     assert "Against PyTorch's second process" in text
     assert "| wl | ff-native | +0.0200 [" in text and "| 2 of 3 | 1 |" in text
 
@@ -318,4 +319,4 @@ def test_no_aa_comparison_without_a_second_pytorch_run():
     runs += [lockstep_run("ff-native", r, [101.0] * 3) for r in range(3)]
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "vs_controls" not in rows["ff-native"]
-    assert "Against PyTorch's second process" not in step_time.table(list(rows.values()), 3)
+    assert "Against PyTorch's second process" not in step_summary.table(list(rows.values()), 3)
