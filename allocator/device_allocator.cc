@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "allocator/base/check.h"
 #include "allocator/base/units.h"
+#include "allocator/phys/page_sized_backend.h"
 #include "allocator/place/best_fit_policy.h"
 
 namespace fragfree {
@@ -44,8 +45,12 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
     return absl::InvalidArgumentError(
         "DeviceAllocator needs a backend and an event source");
   }
+  absl::StatusOr<std::unique_ptr<PhysicalBackend>> paged =
+      PageSizedBackend::Wrap(std::move(backend), options.page_size_bytes,
+                             device);
+  if (!paged.ok()) return paged.status();
   return std::unique_ptr<DeviceAllocator>(new DeviceAllocator(
-      device, options, std::move(backend), std::move(events)));
+      device, options, std::move(*paged), std::move(events)));
 }
 
 DeviceAllocator::DeviceAllocator(int device, const Options& options,

@@ -217,6 +217,13 @@ absl::Status SetVaFactor(std::string_view key, std::string_view v, Options& o) {
   return n.status();
 }
 
+absl::Status SetPageSize(std::string_view key, std::string_view v, Options& o) {
+  absl::StatusOr<uint64_t> n =
+      ParseUintIn(key, v, 0, uint64_t{1} << 20, "0 or a number of MiB");
+  if (n.ok()) o.page_size_bytes = *n * kMiB;
+  return n.status();
+}
+
 absl::Status SetSnapshotPath(std::string_view, std::string_view v, Options& o) {
   o.snapshot_path = v;
   return absl::OkStatus();
@@ -448,6 +455,14 @@ constexpr KeyRow kKeys[] = {
       "for the GPU first, as for other streams' holes. See docs/design.md, "
       "Note [Moving a page without waiting]"},
      Word<SetFlag<&Options::defer_unmap>>},
+    {{"page_size_mb", "0",
+      "MiB per page, one driver handle each: `0` is the device's allocation "
+      "granularity (2 MiB on H100 and H200), else a multiple of it. Larger "
+      "pages cost the CPU less per copy (the driver's time to issue a copy "
+      "grows with the handles its source and destination span) and memory "
+      "comes back in coarser pieces. See docs/design.md, Note [Page size and "
+      "handle size], for the measured trade-off"},
+     Word<SetPageSize>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},

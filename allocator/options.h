@@ -63,6 +63,10 @@ struct Options {
   // instead of the CPU waiting for that. See Note [Moving a page without
   // waiting].
   bool defer_unmap = true;
+  // Bytes per page, one backend handle each: 0 for the backend's granularity,
+  // else a multiple of it (phys/page_sized_backend.h). See Note [Page size and
+  // handle size] in docs/design.md.
+  size_t page_size_bytes = 0;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).

@@ -19,7 +19,8 @@ Modes: torch (PyTorch's default caching allocator), expandable
 (expandable_segments:True), ff-native (fragfree.enable(mode="native")),
 ff-pluggable (fragfree.enable(mode="pluggable")), ff-preload
 (LD_PRELOAD=libfragfree.so). A fragfree mode may carry engine options after
-"@", added to FRAGFREE_CONF: ff-native@defer_unmap:False. Any mode may carry
+"@", added to FRAGFREE_CONF ("+" for ","): ff-native@defer_unmap:False or
+ff-native@time_calls:False+page_size_mb:8. Any mode may carry
 a label after "#" that only names its row: torch#again runs PyTorch's default
 once more in every round, an A/A control whose ratio to torch is the spread
 that no allocator causes (one process against another: on the H200, 1-4%).
@@ -296,7 +297,8 @@ def run_env(mode, lib, device):
         # The per-call CPU time (alloc_cpu_ns) is read only with time_calls on
         # (two TSC reads per call; off by default).
         conf = env.get("FRAGFREE_CONF", "")
-        env["FRAGFREE_CONF"] = ",".join(c for c in ("time_calls:True", conf, extra) if c)
+        env["FRAGFREE_CONF"] = ",".join(
+            c for c in ("time_calls:True", conf, extra.replace("+", ",")) if c)
     return env
 
 

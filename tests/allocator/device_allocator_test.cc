@@ -249,6 +249,65 @@ TEST(DeviceAllocator, UnderTheCapPagesMoveWhateverTheBudget) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// With page_size_bytes a multiple of the backend's granularity (Note [Page
+// size and handle size] in docs/design.md), a page is one handle of that size:
+// created, mapped, moved and released whole, the device's memory counted in
+// such pages, and a request no contiguous free range holds is still served by
+// moving them.
+TEST(DeviceAllocator, LargerPagesAreOneHandleEachAndStillMove) {
+  constexpr size_t kBig = 4 * kPage;
+  Options o;
+  o.page_size_bytes = kBig;
+  Fixture f = Make(32, o);  // room for 8 pages of kBig
+  std::vector<void*> b;
+  for (int i = 0; i < 8; ++i) {
+    b.push_back(*f.a->Malloc(kBig, kS1));
+    memset(b.back(), i + 1, kBig);
+  }
+  EXPECT_EQ(f.faults->Calls(BackendOp::kCreate), 8);
+  EXPECT_EQ(f.a->GetStats().reserved_bytes.pool[kPoolAll].current,
+            int64_t(8 * kBig));
+  EXPECT_TRUE(absl::IsResourceExhausted(f.a->Malloc(kPage, kS1).status()))
+      << "the device holds 8 pages of 4 x the granularity, all in use";
+  for (int i = 1; i < 8; i += 2) ASSERT_TRUE(f.a->Free(b[i]).ok());
+  // No 3 free pages are adjacent and none can be created: pages move.
+  absl::StatusOr<void*> r = f.a->Malloc(3 * kBig, kS1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  memset(*r, 0x7f, 3 * kBig);
+  DeviceStats s = f.a->GetStats();
+  EXPECT_GE(s.pages_remapped, 2);
+  EXPECT_EQ(f.faults->Calls(BackendOp::kCreate), 8);
+  for (int i = 0; i < 8; i += 2) {
+    const auto* bytes = static_cast<const unsigned char*>(b[i]);
+    EXPECT_TRUE(std::all_of(bytes, bytes + kBig,
+                            [&](unsigned char c) { return c == i + 1; }))
+        << "block " << i << " changed when pages moved";
+  }
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  for (int i = 0; i < 8; i += 2) ASSERT_TRUE(f.a->Free(b[i]).ok());
+  ASSERT_TRUE(f.a->Free(*r).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());
+  s = f.a->GetStats();
+  EXPECT_EQ(s.reserved_bytes.pool[kPoolAll].current, 0);
+  EXPECT_EQ(f.faults->Calls(BackendOp::kRelease), 8);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+}
+
+// A page size the backend cannot make is refused when the device's allocator
+// is made, naming the option, before any memory is touched.
+TEST(DeviceAllocator, PageSizeNotAMultipleOfTheGranularityIsRefused) {
+  Options o;
+  o.page_size_bytes = 3 * kPage / 2;
+  absl::StatusOr<std::unique_ptr<DeviceAllocator>> a =
+      DeviceAllocator::Create(0, o, *HostBackend::Create(8 * kPage, kPage),
+                              std::make_unique<ManualEventSource>());
+  ASSERT_TRUE(absl::IsInvalidArgument(a.status())) << a.status();
+  EXPECT_NE(a.status().message().find("page_size_mb"), std::string::npos);
+  EXPECT_NE(a.status().message().find("granularity (64 KiB)"),
+            std::string::npos)
+      << a.status();
+}
+
 TEST(DeviceAllocator, CompletedFencesLetPagesMoveWithoutWaiting) {
   Fixture f = Make(2);
   void* p = *f.a->Malloc(2 * kPage, kS1);

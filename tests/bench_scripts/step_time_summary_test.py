@@ -320,3 +320,12 @@ def test_no_aa_comparison_without_a_second_pytorch_run():
     rows = rows_by_mode(runs, ["torch", "ff-native"])
     assert "vs_controls" not in rows["ff-native"]
     assert "Against PyTorch's second process" not in step_summary.table(list(rows.values()), 3)
+
+
+def test_a_modes_engine_options_reach_fragfree_conf():
+    env = step_time.run_env("ff-native@time_calls:False+page_size_mb:8#big", "/lib.so", "cuda")
+    assert env["FRAGFREE_CONF"].split(",")[-2:] == ["time_calls:False", "page_size_mb:8"]
+    assert env["FRAGFREE_LIBRARY"] == "/lib.so"
+    assert "LD_PRELOAD" not in env
+    assert step_time.run_env("ff-preload@page_size_mb:20", "/lib.so", "cuda")["LD_PRELOAD"] == "/lib.so"
+    assert "page_size_mb" not in step_time.run_env("torch", "/lib.so", "cuda").get("FRAGFREE_CONF", "")

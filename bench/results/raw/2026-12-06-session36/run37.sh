@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 36's second GPU call: fragfree with larger pages (page_size_mb, Note [Page size and handle size]).
+#   run37.sh dropin   gpu_dropin.py (PyTorch's behaviour checked check by check) in native and LD_PRELOAD mode with
+#                     20 MiB pages: the real driver path of pages larger than the granularity, IPC included
+#   BUDGET=S run37.sh fsdp   FSDP-style with fragfree's pages at 2 (default), 8 and 20 MiB beside PyTorch's A/A:
+#                     whether fewer handles per copy take back the CPU time the copies cost on 2 MiB pages
+#   BUDGET=S run37.sh moe    MoE-style and FSDP-style, fragfree at 2 and 8 MiB pages beside PyTorch's A/A
+. bench/gpu/call_prelude.sh
+export PYTHONPATH="$PWD/integrations/python${PYTHONPATH:+:$PYTHONPATH}" FRAGFREE_LIBRARY="$PWD/$B/lib/libfragfree.so"
+case "${1:-}" in
+  dropin)
+    for ps in 20; do
+      FRAGFREE_CONF=page_size_mb:$ps timeout 150 python3 integrations/python/tests/gpu_dropin.py --mode native \
+        > "$OUT0/dropin_native_$ps.json" 2> "$OUT0/dropin_native_$ps.err"
+      echo "dropin native page_size_mb:$ps rc=$? at $((SECONDS - T0)) s"
+      FRAGFREE_CONF=page_size_mb:$ps LD_PRELOAD="$FRAGFREE_LIBRARY" timeout 150 python3 \
+        integrations/python/tests/gpu_dropin.py --mode preload > "$OUT0/dropin_preload_$ps.json" \
+        2> "$OUT0/dropin_preload_$ps.err"
+      echo "dropin preload page_size_mb:$ps rc=$? at $((SECONDS - T0)) s"
+    done
+    python3 - "$OUT0"/dropin_*.json <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    try:
+        r = json.loads(open(f).read().strip().splitlines()[-1])
+    except Exception as e:
+        print(f, "unreadable:", e); continue
+    bad = {k: v for k, v in r["checks"].items() if v["ok"] is False}
+    print(f.rsplit("/", 1)[-1], "ok" if r["ok"] else "FAILED", len(r["checks"]), "checks;", bad or "")
+PY
+    ;;
+  fsdp)
+    bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_pages "$(left)" fsdp \
+      "torch,$N,$N+page_size_mb:8,$N+page_size_mb:20,torch#again"
+    bench/gpu/gpu_call.sh summary fsdp_pages
+    ;;
+  moe)
+    bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so moe_pages "$(left)" moe,fsdp \
+      "torch,$N,$N+page_size_mb:8,torch#again"
+    bench/gpu/gpu_call.sh summary moe_pages
+    ;;
+  *) echo "usage: [BUDGET=S] $0 dropin|fsdp|moe" >&2; exit 2 ;;
+esac
