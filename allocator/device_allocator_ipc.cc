@@ -93,18 +93,21 @@ void DropNewExport(IpcState& ipc, uintptr_t block, uint64_t id) {
   }
 }
 
-// Whether handle `h` can be opened on `device`, whose pages are `page_size`.
-absl::Status CheckHandleFits(const IpcHandle& h, int device, size_t page_size) {
+// Whether handle `h` can be opened on `device`, whose own mapping granularity
+// is `granularity` (the producer's pages may be larger or smaller than this
+// engine's, page_size_mb being a per-process option).
+absl::Status CheckHandleFits(const IpcHandle& h, int device,
+                             size_t granularity) {
   if (h.has_trailer && h.device != device) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "fragfree ipc: the handle is for device %d, not device %d", h.device,
         device));
   }
-  if (h.page_size % page_size != 0) {
+  if (h.page_size % granularity != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "fragfree ipc: the handle's pages (%d bytes) are not a multiple of "
         "this device's granularity (%d)",
-        h.page_size, page_size));
+        h.page_size, granularity));
   }
   return absl::OkStatus();
 }
@@ -375,7 +378,9 @@ absl::StatusOr<DeviceAllocator::IpcMapping> DeviceAllocator::IpcOpen(
   absl::StatusOr<IpcHandle> decoded = DecodeIpcHandle(bytes);
   if (!decoded.ok()) return decoded.status();
   const IpcHandle& h = *decoded;
-  if (absl::Status s = CheckHandleFits(h, device_, page_size_); !s.ok()) {
+  if (absl::Status s =
+          CheckHandleFits(h, device_, backend_->DeviceGranularity());
+      !s.ok()) {
     return s;
   }
   absl::StatusOr<ProducerFds> producer =

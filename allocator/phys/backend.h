@@ -68,8 +68,14 @@ class PhysicalBackend : public MetadataObject {
 
   // Short name for messages: "cuda", "host", "simulated".
   virtual std::string Name() const = 0;
-  // Mapping granularity in bytes (2 MiB on an H200).
+  // The engine's page in bytes: every handle it creates and every range it
+  // reserves, maps or unmaps is a multiple of it.
   virtual size_t Granularity() const = 0;
+  // The device's own mapping granularity (2 MiB on an H200), which
+  // Granularity() is a multiple of: the alignment and size unit the device
+  // itself needs, all that a handle imported from another process (whose
+  // pages may be smaller than this engine's) must meet.
+  virtual size_t DeviceGranularity() const { return Granularity(); }
   virtual DeviceMemoryInfo MemoryInfo() const = 0;
 
   [[nodiscard]] virtual absl::StatusOr<uintptr_t> ReserveVa(size_t size) = 0;

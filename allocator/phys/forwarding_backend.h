@@ -25,6 +25,9 @@ class ForwardingBackend : public PhysicalBackend {
 
   std::string Name() const override { return inner_->Name(); }
   size_t Granularity() const override { return inner_->Granularity(); }
+  size_t DeviceGranularity() const override {
+    return inner_->DeviceGranularity();
+  }
   DeviceMemoryInfo MemoryInfo() const override { return inner_->MemoryInfo(); }
   absl::StatusOr<uintptr_t> ReserveVa(size_t size) override {
     return inner_->ReserveVa(size);

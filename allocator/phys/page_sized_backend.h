@@ -1,7 +1,8 @@
 // PageSizedBackend: a decorator that makes the engine's page, one handle of
 // the inner backend, `page_size` bytes, a multiple of the inner backend's
 // granularity: it reports that size as Granularity(), so every page the pool
-// creates and every range an arena reserves, maps and moves is in such units.
+// creates and every range an arena reserves, maps and moves is in such units;
+// DeviceGranularity() stays the inner backend's (what imported handles need).
 // The option `page_size_mb` (options.h) asks for it; docs/design.md, Note
 // [Page size and handle size], says what a larger page trades.
 // Thread-safety: as the inner backend (backend.h: not thread-safe).

@@ -13,6 +13,7 @@
 #include "allocator/phys/fault_injecting_backend.h"
 #include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/host_backend.h"
+#include "allocator/phys/page_sized_backend.h"
 #include "allocator/phys/simulated_backend.h"
 #include "gtest/gtest.h"
 
@@ -107,6 +108,37 @@ TEST(ForwardingBackend, PassesEveryCallItDoesNotOverride) {
   EXPECT_EQ(b.MemoryInfo().free_bytes, 4 * kPage);
   EXPECT_TRUE(absl::IsResourceExhausted(b.Create(8 * kPage).status()));
   EXPECT_EQ(b.creates, 2);
+}
+
+// page_size_mb's decorator: the engine's page becomes a multiple of the
+// device's granularity, which DeviceGranularity() still reports; 0 or the
+// granularity itself leaves the backend as it is; anything else is refused.
+TEST(PageSizedBackend, MakesPagesLargerAndKeepsTheDevicesGranularity) {
+  auto make = [] {
+    return std::make_unique<SimulatedBackend>(16 * kPage, kPage);
+  };
+  for (size_t same : {size_t{0}, kPage}) {
+    std::unique_ptr<PhysicalBackend> inner = make();
+    PhysicalBackend* raw = inner.get();
+    absl::StatusOr<std::unique_ptr<PhysicalBackend>> b =
+        PageSizedBackend::Wrap(std::move(inner), same, 0);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->get(), raw) << "page size " << same << " wraps nothing";
+  }
+  absl::StatusOr<std::unique_ptr<PhysicalBackend>> b =
+      PageSizedBackend::Wrap(make(), 4 * kPage, 0);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->Granularity(), 4 * kPage);
+  EXPECT_EQ((*b)->DeviceGranularity(), kPage);
+  EXPECT_EQ((*b)->Name(), "simulated");
+  absl::StatusOr<PhysHandle> h = (*b)->Create(4 * kPage);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ((*b)->MemoryInfo().free_bytes, 12 * kPage);
+  EXPECT_TRUE((*b)->Release(*h).ok());
+  b = PageSizedBackend::Wrap(make(), 3 * kPage / 2, 2);
+  ASSERT_TRUE(absl::IsInvalidArgument(b.status()));
+  EXPECT_NE(b.status().message().find("page_size_mb"), std::string::npos);
+  EXPECT_NE(b.status().message().find("device 2"), std::string::npos);
 }
 
 TEST(FaultInjectingBackend, NamesItselfAfterTheInnerBackend) {
