@@ -10,9 +10,8 @@
 #include <memory>
 
 #include "allocator/device_allocator.h"
-#include "allocator/phys/host_backend.h"
-#include "allocator/stream/host_event_source.h"
 #include "gtest/gtest.h"
+#include "tests/testing/backends.h"
 
 namespace fragfree {
 namespace {
@@ -22,10 +21,7 @@ constexpr size_t kPage = 64 << 10;  // the host device's granularity
 std::unique_ptr<DeviceAllocator> MakeEngine(size_t page_size) {
   Options o;
   o.page_size_bytes = page_size;
-  absl::StatusOr<std::unique_ptr<DeviceAllocator>> a =
-      DeviceAllocator::Create(0, o, *HostBackend::Create(64 * kPage, kPage),
-                              std::make_unique<HostEventSource>());
-  return a.ok() ? std::move(*a) : nullptr;
+  return testing::MakeHostDevice(64 * kPage, kPage, o).allocator;
 }
 
 // The producer (this process) exports a block of `producer_page` pages; a

@@ -232,6 +232,39 @@ TEST(Sleep, WithoutBackupMemoryComesBackAtTheSameAddresses) {
   ASSERT_TRUE(d.CheckInvariants().ok());
 }
 
+// With pages of 4 x the device's granularity (page_size_mb), a tag leaves and
+// returns in those pages: its memory is given back whole, its blocks come
+// back at their addresses with their bytes, other memory is untouched.
+TEST(Sleep, LargerPagesLeaveAndReturnWhole) {
+  Options o;
+  o.page_size_bytes = 4 * kPage;
+  testing::TestDevice dev = testing::MakeHostDevice(128 * kMiB, kPage, o);
+  DeviceAllocator& d = *dev.allocator;
+  void* plain = *d.Malloc(3 * kMiB, 0);
+  Fill(plain, 3 * kMiB, 99);
+  std::vector<Alloc> w =
+      AllocTagged(d, "big-pages", {kMiB, 512, 13 * kMiB + 3, 9 * kMiB}, 10);
+  const size_t footprint = InfoOf(d, "big-pages").mapped_bytes;
+  ASSERT_GT(footprint, 0u);
+  EXPECT_EQ(footprint % (4 * kPage), 0u) << footprint;
+  const DeviceStats before = d.GetStats();
+  ASSERT_TRUE(d.Pause({Tag("big-pages")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  EXPECT_EQ(d.GetStats().mapped_bytes.current,
+            before.mapped_bytes.current - int64_t(footprint));
+  EXPECT_TRUE(Holds(plain, 3 * kMiB, 99));
+  ASSERT_TRUE(d.Resume({Tag("big-pages")}).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  EXPECT_EQ(InfoOf(d, "big-pages").mapped_bytes, footprint);
+  for (const Alloc& a : w) {
+    EXPECT_EQ(d.AllocationSize(a.ptr), a.size);
+    EXPECT_TRUE(Holds(a.ptr, a.size, a.seed)) << a.size;
+  }
+  for (const Alloc& a : w) ASSERT_TRUE(d.Free(a.ptr).ok());
+  ASSERT_TRUE(d.Free(plain).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
 TEST(Sleep, AllocatingIntoAPausedTagFailsAndOthersProceed) {
   testing::TestDevice dev = testing::MakeHostDevice(64 * kMiB, kPage);
   DeviceAllocator& d = *dev.allocator;
