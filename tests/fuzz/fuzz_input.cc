@@ -53,7 +53,9 @@ constexpr Op kOpcodes[32] = {
 
 Device DecodeDevice(ByteReader& in) {
   Device d;
-  d.page = size_t{4096} << (in.U8() % 5);
+  const uint8_t page_byte = in.U8();
+  d.granularity = size_t{4096} << (page_byte % 5);
+  d.page = d.granularity << (page_byte / 5 % 3);
   d.pages = 4 + in.U8() % 61;
   const uint8_t flags = in.U8();
   d.faults = flags & 1;
@@ -77,6 +79,8 @@ Device DecodeDevice(ByteReader& in) {
     abort();
   }
   d.options = *std::move(options);
+  // Set in bytes: page_size_mb is in MiB and these devices' pages are KiB.
+  d.options.page_size_bytes = d.page;
   d.options.backend = "host";
   return d;
 }

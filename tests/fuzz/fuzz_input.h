@@ -4,8 +4,9 @@
 // format (keep its opcodes in step with kOpcodes in fuzz_input.cc).
 //
 // Header, 3 bytes:
-//   h0: page size = 4 KiB << (h0 % 5)               (4 .. 64 KiB)
-//   h1: capacity  = 4 + h1 % 61 pages               (4 .. 64 pages)
+//   h0: the device's granularity = 4 KiB << (h0 % 5)  (4 .. 64 KiB), and the
+//       engine's page (page_size) that << (h0 / 5 % 3): 1, 2 or 4 of them
+//   h1: capacity  = 4 + h1 % 61 engine pages          (4 .. 64 pages)
 //   h2: bit 0 faults may be injected (backend calls and events)
 //       bit 1 reclaim_before_grow:True (else False), unless bit 6
 //       bits 2-3 roundup_power2_divisions 0 / 2 / 4 / 8
@@ -59,8 +60,9 @@ class ByteReader {
 
 // The device of an input (its header).
 struct Device {
-  size_t page = 0;      // bytes
-  size_t pages = 0;     // capacity in pages
+  size_t granularity = 0;  // the emulated device's own page, bytes
+  size_t page = 0;         // the engine's page (page_size): 1, 2 or 4 of them
+  size_t pages = 0;        // capacity in engine pages
   bool faults = false;  // whether inject_fault ops take effect
   Options options;      // through Options::Parse, as FRAGFREE_CONF would
 };

@@ -83,7 +83,7 @@ class Session {
         model_(device.page, device.page * device.pages, device.options,
                report_),
         faults_enabled_(device.faults) {
-    auto host = HostBackend::Create(model_.capacity(), model_.page());
+    auto host = HostBackend::Create(model_.capacity(), device.granularity);
     if (!host.ok()) {
       report_.Fail("HostBackend::Create: %s", Str(host.status()).c_str());
     }

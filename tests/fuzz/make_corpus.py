@@ -23,16 +23,18 @@ RESERVE_VA, RELEASE_VA, CREATE, RELEASE, MAP, UNMAP, SET_ACCESS = range(7)
 TINY, SMALL, AROUND_PAGE, MULTI_PAGE, UP_TO_CAPACITY, HUGE, ZERO, ABSURD = range(8)
 # fault kinds
 INTERNAL, OOM, UNAVAILABLE = range(3)
-# page size index: 4 KiB << i
+# the device's granularity index: 4 KiB << i (the engine's page is that times
+# Input's page_multiple, 1, 2 or 4: page_size)
 P4K, P8K, P16K, P32K, P64K = range(5)
 
 
 class Input:
     def __init__(self, page=P4K, pages=16, faults=False, reclaim_before_grow=False,
-                 divisions=0, va_factor_1=False, buckets=False):
+                 divisions=0, va_factor_1=False, buckets=False, page_multiple=1):
         flags = (1 if faults else 0) | (2 if reclaim_before_grow else 0)
         flags |= {0: 0, 2: 1, 4: 2, 8: 3}[divisions] << 2
         flags |= (16 if va_factor_1 else 0) | (32 if buckets else 0)
+        page += 5 * {1: 0, 2: 1, 4: 2}[page_multiple]
         self.b = bytearray([page, pages - 4, flags])
 
     def op(self, code, *args):
@@ -163,6 +165,12 @@ def main():
     seeds['fill_scatter_64k_16'] = fill_scatter(P64K, 16)
     seeds['fill_scatter_16k_64_reclaim_first'] = fill_scatter(P16K, 64, reclaim_before_grow=True)
     seeds['fill_scatter_8k_4'] = fill_scatter(P8K, 4)
+    # The engine's pages larger than the device's (page_size_mb).
+    seeds['fill_scatter_4k_x4_16'] = fill_scatter(P4K, 16, page_multiple=4)
+    seeds['fill_scatter_16k_x2_24_reclaim_first'] = fill_scatter(P16K, 24, page_multiple=2,
+                                                                 reclaim_before_grow=True)
+    seeds['long_mix_faults_8k_x4_32'] = long_mix(5, 300, page=P8K, pages=32, faults=True,
+                                                 page_multiple=4)
     seeds['churn_4_streams'] = churn(P4K, 16)
     seeds['churn_16_streams_va1'] = churn(P8K, 32, streams=16, va_factor_1=True)
     seeds['churn_divisions_4'] = churn(P16K, 24, divisions=4)
