@@ -63,8 +63,8 @@ struct Device {
   size_t granularity = 0;  // the emulated device's own page, bytes
   size_t page = 0;         // the engine's page (page_size): 1, 2 or 4 of them
   size_t pages = 0;        // capacity in engine pages
-  bool faults = false;  // whether inject_fault ops take effect
-  Options options;      // through Options::Parse, as FRAGFREE_CONF would
+  bool faults = false;     // whether inject_fault ops take effect
+  Options options;         // through Options::Parse, as FRAGFREE_CONF would
 };
 
 // Decodes the header. Aborts if the configuration it builds does not parse
