@@ -6,6 +6,8 @@ process, alternated over rounds (CUDA events, median per round):
   cudamalloc  PyTorch's default allocator (a cudaMalloc segment per tensor)
   pages       2 MiB handles, one cuMemCreate each, mapped side by side (what
               fragfree maps under a block)
+  pages_access_each  (--access-each) the same pages, access set one page at
+              a time: whether the access ranges, not only the handles, count
   one_handle  one cuMemCreate for the whole tensor, mapped as one range
   handles_N   (--handle-mib N,...) N MiB handles mapped side by side: whether
               a kernel's fixed cost over many mappings (a 64 MiB copy ~0.4 us
@@ -35,7 +37,7 @@ of the medians and the ratios to cudamalloc with their min-max over rounds,
 then one JSON line.
 
   python3 bench/gpu/handle_size.py [--n 4096] [--m 1024] [--rounds 5] [--iters 50]
-                                   [--gather-gib 4] [--handle-mib 8,32] [--ballast-gib 16]
+                                   [--gather-gib 4] [--handle-mib 8,32] [--ballast-gib 16] [--access-each]
 """
 import argparse
 import ctypes
@@ -67,7 +69,7 @@ class VmmRegion:
     """`size` bytes of device memory behind one reserved VA range, from handles
     of `handle_bytes` each (a multiple of 2 MiB) mapped side by side."""
 
-    def __init__(self, drv, size, handle_bytes):
+    def __init__(self, drv, size, handle_bytes, access_each=False):
         self.drv = drv
         self.size = round_up(size, handle_bytes)
         self.va = drv.reserve(self.size)
@@ -75,8 +77,11 @@ class VmmRegion:
         for off in range(0, self.size, handle_bytes):
             h = drv.create(handle_bytes)
             drv.map(self.va + off, h, handle_bytes)
+            if access_each:
+                drv.set_access(self.va + off, handle_bytes)
             self.handles.append((off, h, handle_bytes))
-        drv.set_access(self.va, self.size)
+        if not access_each:
+            drv.set_access(self.va, self.size)
         self.used = 0
 
     def tensor(self, *shape):
@@ -137,6 +142,8 @@ def main():
                     help="GiB of rows to gather from at random (0: no gather)")
     ap.add_argument("--ballast-gib", type=int, default=0,
                     help="GiB more mapped in 2 MiB pages before timing, untouched (0: none)")
+    ap.add_argument("--access-each", action="store_true",
+                    help="also 2 MiB pages whose access is set one page at a time (pages_access_each)")
     ap.add_argument("--handle-mib", default="",
                     help="more backings of handles of these sizes, MiB (multiples of 2): 8,32")
     args = ap.parse_args()
@@ -159,13 +166,17 @@ def main():
     def tensors(kind):
         if kind == "cudamalloc":
             return [torch.empty(*shape, device="cuda") for shape in shapes], None
+        if kind == "pages_access_each":
+            region = VmmRegion(drv, total, PAGE, access_each=True)
+            return [region.tensor(*shape) for shape in shapes], region
         handle = {"pages": PAGE, "one_handle": round_up(total, PAGE)}.get(kind)
         if handle is None:  # handles_N
             handle = int(kind.split("_")[1]) << 20
         region = VmmRegion(drv, total, handle)
         return [region.tensor(*shape) for shape in shapes], region
 
-    for kind in ["cudamalloc", "pages", "one_handle"] + [f"handles_{v}" for v in handle_mib]:
+    kinds = ["cudamalloc", "pages"] + (["pages_access_each"] if args.access_each else []) + ["one_handle"]
+    for kind in kinds + [f"handles_{v}" for v in handle_mib]:
         ts, region = tensors(kind)
         for t in ts:
             t.normal_()
