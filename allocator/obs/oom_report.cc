@@ -136,6 +136,18 @@ class AdviceBuilder {
   }
 
   void Fragmentation(const OomContext& ctx) {
+    const OomFacts& f = ctx.facts;
+    if (f.device_granularity_bytes != 0 &&
+        f.page_bytes > f.device_granularity_bytes) {
+      Add("smaller_pages", "fragmentation", "Use the device's own page size",
+          absl::StrFormat(
+              "FRAGFREE_CONF=page_size_mb:0 (pages of %s instead of %s: a "
+              "free range gives back only the whole pages inside it, and %s "
+              "lies free in partially used pages now)",
+              FormatBytes(f.page_bytes),
+              FormatBytes(f.device_granularity_bytes),
+              FormatBytes(d_->stranded_bytes)));
+    }
     Add("fixed_shapes", "fragmentation",
         "Make shapes fixed: pad variable-length batches to a few lengths",
         "bucket sequence lengths in the data loader (fragfree's sequence "

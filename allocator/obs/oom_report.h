@@ -43,6 +43,10 @@ struct OomFacts {
   size_t reclaimable_bytes = 0;  // whole free pages among the cached bytes
   size_t idle_bytes = 0;         // pages created but not mapped
   size_t pages_needed = 0;
+  // The engine's page and the device's own granularity (page_size_mb makes
+  // the first a multiple of the second); 0: unknown.
+  size_t page_bytes = 0;
+  size_t device_granularity_bytes = 0;
   std::string reason;
 };
 

@@ -4,6 +4,7 @@
 // definition of the fragmentation verdict.
 #include "allocator/obs/oom_report.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,36 @@ TEST(OomReport, FragmentationFromStrandedPages) {
   on.round_buckets = true;
   c.techniques = on;
   EXPECT_EQ(DiagnoseOom(c).skipped, (Ids_t{"round_buckets"}));
+}
+
+// With pages larger than the device's own (page_size_mb), fragmentation's
+// first advice is the device's page size; with the device's own, none.
+TEST(OomReport, LargerPagesAdviseTheDevicesOwnPageSize) {
+  OomContext c = Numbers(50 * kGiB, 80 * kGiB, 30 * kGiB, 2 * kGiB);
+  c.facts.device_free_bytes = 0;
+  c.categories = MemoryCategories{10 * kGiB, 10 * kGiB, 20 * kGiB, 0};
+  c.facts.device_granularity_bytes = 2 << 20;
+  c.facts.page_bytes = 2 << 20;
+  OomDiagnosis d = DiagnoseOom(c);
+  ASSERT_EQ(d.cause, OomCause::kFragmentation);
+  const Ids_t plain = Ids(d);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "smaller_pages"), 0);
+  c.facts.page_bytes = 8 << 20;
+  d = DiagnoseOom(c);
+  Ids_t expected = plain;
+  expected.insert(std::find(expected.begin(), expected.end(), "fixed_shapes"),
+                  "smaller_pages");
+  EXPECT_EQ(Ids(d), expected);
+  const OomAdvice& a = d.advice[std::find(expected.begin(), expected.end(),
+                                          "smaller_pages") -
+                                expected.begin()];
+  EXPECT_NE(a.how.find("FRAGFREE_CONF=page_size_mb:0 (pages of 8.00 MiB "
+                       "instead of 2.00 MiB"),
+            std::string::npos)
+      << a.how;
+  EXPECT_NE(a.how.find("28.00 GiB lies free in partially used pages"),
+            std::string::npos)
+      << a.how;
 }
 
 TEST(OomReport, ReclaimableGapIsNotFragmentation) {
