@@ -19,19 +19,19 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
   ++stats_.num_ooms;
   UpdateGaugesLocked();
   const DeviceMemoryInfo info = backend_->MemoryInfo();
-  last_oom_ = OomFacts{.device = device_,
-                       .stream = stream,
-                       .requested_bytes = size,
-                       .rounded_bytes = rounded,
-                       .limit_bytes = limit_bytes_,
-                       .device_total_bytes = info.total_bytes,
-                       .device_free_bytes = info.free_bytes,
-                       .idle_bytes = pages_.idle_pages() * page_size_,
-                       .pages_needed = pages_needed,
-                       .page_bytes = page_size_,
-                       .device_granularity_bytes =
-                           backend_->DeviceGranularity(),
-                       .reason = std::move(reason)};
+  last_oom_ =
+      OomFacts{.device = device_,
+               .stream = stream,
+               .requested_bytes = size,
+               .rounded_bytes = rounded,
+               .limit_bytes = limit_bytes_,
+               .device_total_bytes = info.total_bytes,
+               .device_free_bytes = info.free_bytes,
+               .idle_bytes = pages_.idle_pages() * page_size_,
+               .pages_needed = pages_needed,
+               .page_bytes = page_size_,
+               .device_granularity_bytes = backend_->DeviceGranularity(),
+               .reason = std::move(reason)};
   AddStatsFacts(stats_, &last_oom_);
   trace_.RecordTagged(TraceAction::kOom, info.free_bytes, rounded, stream);
   return absl::ResourceExhaustedError(OomMessage(last_oom_));
