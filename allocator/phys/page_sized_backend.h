@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "allocator/base/units.h"
 #include "allocator/phys/forwarding_backend.h"
 
 namespace fragfree {
@@ -29,10 +30,10 @@ class PageSizedBackend : public ForwardingBackend {
     if (page_size == 0 || page_size == granularity) return inner;
     if (page_size % granularity != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "fragfree: page_size_mb: %d KiB is not a multiple of device %d's "
-          "allocation granularity (%d KiB); use a multiple of it, or 0 for "
-          "the granularity itself",
-          page_size >> 10, device, granularity >> 10));
+          "fragfree: page_size_mb: %s is not a multiple of device %d's "
+          "allocation granularity (%s); use a multiple of it, or 0 for the "
+          "granularity itself",
+          FormatBytes(page_size), device, FormatBytes(granularity)));
     }
     return std::unique_ptr<PhysicalBackend>(
         new PageSizedBackend(std::move(inner), page_size));

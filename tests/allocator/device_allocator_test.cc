@@ -303,7 +303,7 @@ TEST(DeviceAllocator, PageSizeNotAMultipleOfTheGranularityIsRefused) {
                               std::make_unique<ManualEventSource>());
   ASSERT_TRUE(absl::IsInvalidArgument(a.status())) << a.status();
   EXPECT_NE(a.status().message().find("page_size_mb"), std::string::npos);
-  EXPECT_NE(a.status().message().find("granularity (64 KiB)"),
+  EXPECT_NE(a.status().message().find("granularity (64.00 KiB)"),
             std::string::npos)
       << a.status();
 }
