@@ -166,13 +166,11 @@ def main():
     def tensors(kind):
         if kind == "cudamalloc":
             return [torch.empty(*shape, device="cuda") for shape in shapes], None
-        if kind == "pages_access_each":
-            region = VmmRegion(drv, total, PAGE, access_each=True)
-            return [region.tensor(*shape) for shape in shapes], region
-        handle = {"pages": PAGE, "one_handle": round_up(total, PAGE)}.get(kind)
+        handle = {"pages": PAGE, "pages_access_each": PAGE,
+                  "one_handle": round_up(total, PAGE)}.get(kind)
         if handle is None:  # handles_N
             handle = int(kind.split("_")[1]) << 20
-        region = VmmRegion(drv, total, handle)
+        region = VmmRegion(drv, total, handle, access_each=kind == "pages_access_each")
         return [region.tensor(*shape) for shape in shapes], region
 
     kinds = ["cudamalloc", "pages"] + (["pages_access_each"] if args.access_each else []) + ["one_handle"]

@@ -161,12 +161,11 @@ TEST(OomReport, LargerPagesAdviseTheDevicesOwnPageSize) {
   c.facts.page_bytes = 8 << 20;
   d = DiagnoseOom(c);
   Ids_t expected = plain;
-  expected.insert(std::find(expected.begin(), expected.end(), "fixed_shapes"),
-                  "smaller_pages");
+  const auto at = std::find(expected.begin(), expected.end(), "fixed_shapes") -
+                  expected.begin();
+  expected.insert(expected.begin() + at, "smaller_pages");
   EXPECT_EQ(Ids(d), expected);
-  const OomAdvice& a = d.advice[std::find(expected.begin(), expected.end(),
-                                          "smaller_pages") -
-                                expected.begin()];
+  const OomAdvice& a = d.advice[at];
   EXPECT_NE(a.how.find("FRAGFREE_CONF=page_size_mb:0 (pages of 8.00 MiB "
                        "instead of 2.00 MiB"),
             std::string::npos)
