@@ -29,7 +29,6 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
                .device_free_bytes = info.free_bytes,
                .idle_bytes = pages_.idle_pages() * page_size_,
                .pages_needed = pages_needed,
-               .page_bytes = page_size_,
                .device_granularity_bytes = backend_->DeviceGranularity(),
                .reason = std::move(reason)};
   AddStatsFacts(stats_, &last_oom_);

@@ -136,16 +136,15 @@ class AdviceBuilder {
   }
 
   void Fragmentation(const OomContext& ctx) {
-    const OomFacts& f = ctx.facts;
-    if (f.device_granularity_bytes != 0 &&
-        f.page_bytes > f.device_granularity_bytes) {
+    const size_t page = size_t(ctx.stats.page_size);
+    const size_t granularity = ctx.facts.device_granularity_bytes;
+    if (granularity != 0 && page > granularity) {
       Add("smaller_pages", "fragmentation", "Use the device's own page size",
           absl::StrFormat(
               "FRAGFREE_CONF=page_size_mb:0 (pages of %s instead of %s: a "
               "free range gives back only the whole pages inside it, and %s "
               "lies free in partially used pages now)",
-              FormatBytes(f.page_bytes),
-              FormatBytes(f.device_granularity_bytes),
+              FormatBytes(page), FormatBytes(granularity),
               FormatBytes(d_->stranded_bytes)));
     }
     Add("fixed_shapes", "fragmentation",

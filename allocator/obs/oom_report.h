@@ -43,9 +43,8 @@ struct OomFacts {
   size_t reclaimable_bytes = 0;  // whole free pages among the cached bytes
   size_t idle_bytes = 0;         // pages created but not mapped
   size_t pages_needed = 0;
-  // The engine's page and the device's own granularity (page_size_mb makes
-  // the first a multiple of the second); 0: unknown.
-  size_t page_bytes = 0;
+  // The device's own granularity, which the engine's page (the stats'
+  // page_size) is a multiple of with page_size_mb; 0: unknown.
   size_t device_granularity_bytes = 0;
   std::string reason;
 };

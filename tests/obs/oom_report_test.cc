@@ -153,12 +153,12 @@ TEST(OomReport, LargerPagesAdviseTheDevicesOwnPageSize) {
   c.facts.device_free_bytes = 0;
   c.categories = MemoryCategories{10 * kGiB, 10 * kGiB, 20 * kGiB, 0};
   c.facts.device_granularity_bytes = 2 << 20;
-  c.facts.page_bytes = 2 << 20;
+  c.stats.page_size = 2 << 20;
   OomDiagnosis d = DiagnoseOom(c);
   ASSERT_EQ(d.cause, OomCause::kFragmentation);
   const Ids_t plain = Ids(d);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), "smaller_pages"), 0);
-  c.facts.page_bytes = 8 << 20;
+  c.stats.page_size = 8 << 20;
   d = DiagnoseOom(c);
   Ids_t expected = plain;
   const auto at = std::find(expected.begin(), expected.end(), "fixed_shapes") -
