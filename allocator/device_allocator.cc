@@ -49,6 +49,11 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
       PageSizedBackend::Wrap(std::move(backend), options.page_size_bytes,
                              device);
   if (!paged.ok()) return paged.status();
+  if (absl::Status s = PageSizedBackend::CheckMultiple(
+          **paged, options.large_page_bytes, device, "large_page_mb", "none");
+      !s.ok()) {
+    return s;
+  }
   return std::unique_ptr<DeviceAllocator>(new DeviceAllocator(
       device, options, std::move(*paged), std::move(events)));
 }
@@ -63,16 +68,20 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       rounding_(options.rounding),
       page_size_(backend_->Granularity()),
       order_(events_.get()),
-      pages_(backend_.get(), 0),
       request_sizes_(options.bucket_sample),
       placement_(MakePlacementPolicy(options)),
-      source_(
-          PageSource::Parts{&pages_, &order_.fences(), events_.get(), &trace_,
-                            &stats_, placement_.get(), &arenas_,
-                            &reclaim_queue_, page_size_, options.defer_unmap,
-                            options.move_clock == Options::MoveClock::kCpu}) {
+      base_pages_(new PageDomain(backend_.get(), page_size_, &budget_,
+                                 SourceParts())),
+      large_page_size_(options.large_page_bytes > page_size_
+                           ? options.large_page_bytes
+                           : 0),
+      large_pages_(large_page_size_ == 0
+                       ? nullptr
+                       : new PageDomain(backend_.get(), large_page_size_,
+                                        &budget_, SourceParts())) {
   PrepareMutexSleep();  // not in the first step whose threads contend
   MutexLock lock(&mu_);
+  if (large_pages_ != nullptr) PageDomain::Neighbours(*base_pages_, *large_pages_);
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);
   limit_fraction_ = options.memory_fraction;
@@ -84,7 +93,7 @@ DeviceAllocator::~DeviceAllocator() {
   // Whatever the program still holds goes with the allocator: wait for the
   // device, free every block, unmap every page, release every handle.
   order_.fences().WaitAll().IgnoreError();
-  source_.UnmapDetached().IgnoreError();
+  base_pages_->source().UnmapDetached().IgnoreError();
   DrainQuickCaches();
   order_.pending().Clear(/*wait=*/true);
   live_.Clear();
@@ -100,7 +109,7 @@ DeviceAllocator::~DeviceAllocator() {
     for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
       arena->UnmapFreePages(b, SIZE_MAX, &pages).IgnoreError();
     }
-    for (PageId p : pages) pages_.ReturnIdle(p);
+    for (PageId p : pages) DomainOf(arena.get()).pool().ReturnIdle(p);
     pages.clear();
     if (arena->mapped_pages() > 0 || arena->detached_pages() > 0) {
       // The backend refused to unmap (a CUDA context already torn down at
@@ -113,7 +122,22 @@ DeviceAllocator::~DeviceAllocator() {
     }
   }
   arenas_.clear();
-  pages_.ReleaseIdle(0).IgnoreError();
+  ForEachDomain([](PageDomain& d) { d.pool().ReleaseIdle(0).IgnoreError(); });
+}
+
+PageSource::Parts DeviceAllocator::SourceParts() {
+  return PageSource::Parts{
+      .pool = nullptr,  // the domain's
+      .fences = &order_.fences(),
+      .events = events_.get(),
+      .trace = &trace_,
+      .stats = &stats_,
+      .policy = placement_.get(),
+      .arenas = &arenas_,
+      .queue = nullptr,  // the domain's
+      .page_size = 0,    // the domain's
+      .defer_unmap = options_.defer_unmap,
+      .meter_cpu_time = options_.move_clock == Options::MoveClock::kCpu};
 }
 
 void DeviceAllocator::RecomputeLimit() {
@@ -121,7 +145,7 @@ void DeviceAllocator::RecomputeLimit() {
   size_t limit = size_t(double(info.total_bytes) * limit_fraction_);
   if (limit_request_bytes_ != 0) limit = std::min(limit, limit_request_bytes_);
   limit_bytes_ = AlignDown(limit, page_size_);
-  pages_.set_limit_bytes(limit_bytes_);
+  budget_.limit_bytes = limit_bytes_;
 }
 
 absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
@@ -141,11 +165,13 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
     return absl::ResourceExhaustedError(
         "address space of this stream's arenas is exhausted");
   }
-  size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page_size_);
-  va = std::max(va, AlignUp(size, page_size_) * 2);
+  PageDomain& domain = DomainFor(kind);
+  const size_t page = domain.page_size();
+  size_t va = std::max(options_.va_factor * limit_bytes_, 64 * page);
+  va = std::max(va, AlignUp(size, page) * 2);
   absl::StatusOr<std::unique_ptr<Arena>> arena =
-      Arena::Create(backend_.get(), &pages_, &blocks_, &reclaim_queue_, va,
-                    kind, slot, order_.stream(slot));
+      Arena::Create(domain.backend(), &domain.pool(), &blocks_, &domain.queue(),
+                    va, kind, slot, order_.stream(slot));
   if (!arena.ok()) return arena.status();
   // Graph pools' arenas keep no cache: their blocks stay put for replays.
   (*arena)->quick().set_enabled(kind == ArenaKind::kSmall &&
@@ -248,8 +274,14 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   } else {
     slot = capturing_ == 0 ? SlotFor(stream) : SlotDuringCapture(stream);
   }
-  const ArenaKind kind =
+  ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
+  // A whole number of large pages: no page of it partly used (Note [Large
+  // pages]).
+  if (large_page_size_ != 0 && kind == ArenaKind::kLarge &&
+      rounded % large_page_size_ == 0) {
+    kind = ArenaKind::kLargePages;
+  }
   // Fast path: a block of exactly this size that this stream freed recently,
   // taken without reading it.
   Block* block = nullptr;
@@ -300,7 +332,7 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
 }
 
 void DeviceAllocator::NotePagesMapped(const Arena* arena, int64_t pages) {
-  source_.NoteMapped(arena, pages);
+  base_pages_->source().NoteMapped(arena, pages);
 }
 
 bool DeviceAllocator::MayMove(const Arena* arena) const {
@@ -314,9 +346,11 @@ absl::Status DeviceAllocator::MapUnder(Block* block, size_t count,
     mu_.AssertHeld();
     return MayMove(a);
   };
-  return source_.MapUnder(
-      block, count, {capturing_ > 0, may_move, block->arena->stream_slot()},
-      request);
+  return DomainOf(block->arena)
+      .source()
+      .MapUnder(block, count,
+                {capturing_ > 0, may_move, block->arena->stream_slot()},
+                request);
 }
 
 void DeviceAllocator::ReturnBlockToArena(Block* block) {
@@ -447,18 +481,24 @@ absl::Status DeviceAllocator::EmptyCache() {
   if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
   DrainQuickCaches();  // after pending frees, which may land in the caches
   if (absl::Status s = order_.fences().WaitAll(); !s.ok()) return s;
-  if (absl::Status s = source_.UnmapDetached(); !s.ok()) return s;
+  if (absl::Status s = base_pages_->source().UnmapDetached(); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ReleaseRetiredArenas(); !s.ok()) return s;
-  PageList pages;
   auto may_move = [&](const Arena* a) {
     mu_.AssertHeld();
     return MayMove(a);
   };
-  absl::Status s = source_.Reclaim(SIZE_MAX, /*wait=*/true,
-                                   {/*capturing=*/false, may_move}, &pages);
-  for (PageId p : pages) pages_.ReturnIdle(p);
-  if (!s.ok()) return s;
-  return pages_.ReleaseIdle(0);
+  absl::Status status;
+  ForEachDomain([&](PageDomain& d) {
+    PageList pages;
+    absl::Status s = d.source().Reclaim(
+        SIZE_MAX, /*wait=*/true, {/*capturing=*/false, may_move}, &pages);
+    for (PageId p : pages) d.pool().ReturnIdle(p);
+    if (s.ok()) s = d.pool().ReleaseIdle(0);
+    status.Update(s);
+  });
+  return status;
 }
 
 absl::Status DeviceAllocator::SetMemoryLimit(size_t bytes) {

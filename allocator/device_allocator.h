@@ -54,6 +54,7 @@
 #include "allocator/options.h"
 #include "allocator/phys/backend.h"
 #include "allocator/phys/timed_backend.h"
+#include "allocator/place/page_domain.h"
 #include "allocator/place/page_source.h"
 #include "allocator/place/placement_policy.h"
 #include "allocator/sleep/sleep_state.h"
@@ -254,7 +255,7 @@ class DeviceAllocator : public MetadataObject {
   };
   // What a slot (StreamOrder) holds: its arenas, and its owner.
   struct StreamState {
-    MetadataVector<Arena*> arenas[3];  // indexed by ArenaKind
+    MetadataVector<Arena*> arenas[4];  // indexed by ArenaKind
     const Pool* pool = nullptr;        // set for a graph pool's slot
     RegionTag tag = kNoRegionTag;      // set for a region tag's slot
   };
@@ -411,6 +412,33 @@ class DeviceAllocator : public MetadataObject {
   void RestoreQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseIdlePages(PauseTimes* times) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateSleepGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the engine lends each page domain's PageSource.
+  PageSource::Parts SourceParts();
+  // The page domain (place/page_domain.h) that serves arenas of `kind`, and
+  // the one `arena` belongs to.
+  PageDomain& DomainFor(ArenaKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return kind == ArenaKind::kLargePages ? *large_pages_ : *base_pages_;
+  }
+  PageDomain& DomainOf(const Arena* arena) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return large_pages_ != nullptr && large_pages_->Owns(arena)
+               ? *large_pages_
+               : *base_pages_;
+  }
+  // `f(domain)` for each page domain, the base one first.
+  template <typename F>
+  void ForEachDomain(F f) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    f(*base_pages_);
+    if (large_pages_ != nullptr) f(*large_pages_);
+  }
+  // Bytes of idle pages, of every size.
+  size_t IdleBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t bytes = 0;
+    ForEachDomain([&](const PageDomain& d) {
+      bytes += d.pool().idle_pages() * d.page_size();
+    });
+    return bytes;
+  }
   // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`: the
   // reserved bytes, page counters and segments (arenas holding mapped pages).
   void NotePagesMapped(const Arena* arena, int64_t pages)
@@ -475,8 +503,8 @@ class DeviceAllocator : public MetadataObject {
   const size_t page_size_;
   StreamOrder order_ ABSL_GUARDED_BY(mu_);  // slots, fences, pending frees
   BlockPool blocks_ ABSL_GUARDED_BY(mu_);
-  ReclaimQueue reclaim_queue_ ABSL_GUARDED_BY(mu_);
-  PagePool pages_ ABSL_GUARDED_BY(mu_);
+  // The memory limit, which the page domains' pools count against.
+  PageBudget budget_ ABSL_GUARDED_BY(mu_);
   size_t limit_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t limit_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double limit_fraction_ ABSL_GUARDED_BY(mu_) = 1.0;
@@ -494,9 +522,12 @@ class DeviceAllocator : public MetadataObject {
   SizeHistogram request_sizes_ ABSL_GUARDED_BY(mu_);
   VaRuns runs_ ABSL_GUARDED_BY(mu_);  // VA runs unmapped (for the trace)
   // Placement decisions, and the pages under placed blocks (after the members
-  // they are lent).
+  // they are lent): pages of page_size_ in base_pages_ and, with the option
+  // large_page_mb, of large_page_size_ in large_pages_ (else null).
   const std::unique_ptr<PlacementPolicy> placement_;
-  PageSource source_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<PageDomain> base_pages_ ABSL_GUARDED_BY(mu_);
+  const size_t large_page_size_;
+  const std::unique_ptr<PageDomain> large_pages_ ABSL_GUARDED_BY(mu_);
   SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
   // Exports and opened imports (made on first use; nullptr until then, so
   // Free's check is one load). Declared last: unmaps imports before the

@@ -5,12 +5,13 @@
 
 #include "absl/strings/str_format.h"
 #include "allocator/device_allocator.h"
+#include "allocator/base/units.h"
 
 namespace fragfree {
 
 // What the walk over every arena's blocks counts, checked against the stats.
 struct DeviceAllocator::InvariantRecount {
-  int64_t allocated = 0, active = 0, mapped_pages = 0, live_blocks = 0;
+  int64_t allocated = 0, active = 0, mapped_bytes = 0, live_blocks = 0;
   size_t queued_blocks = 0;
 };
 
@@ -164,7 +165,7 @@ absl::Status DeviceAllocator::CheckArena(const Arena& arena,
     return s;
   }
   if (absl::Status s = CheckDetachedPages(arena); !s.ok()) return s;
-  recount->mapped_pages += int64_t(arena.mapped_pages());
+  recount->mapped_bytes += int64_t(arena.mapped_pages() * arena.page_size());
   return absl::OkStatus();
 }
 
@@ -252,17 +253,25 @@ absl::Status DeviceAllocator::CheckSlots() const {
 absl::Status DeviceAllocator::CheckReclaimQueue(size_t queued_blocks) const {
   size_t remainders = 0;
   for (const auto& arena : arenas_) remainders += arena->remainders().size();
-  if (queued_blocks != reclaim_queue_.size() + remainders) {
+  size_t queued = remainders;
+  absl::Status status;
+  ForEachDomain([&](const PageDomain& d) {
+    queued += d.queue().size();
+    for (const Block* b = d.queue().front(); b != nullptr;
+         b = ReclaimQueue::next(b)) {
+      const Block* n = ReclaimQueue::next(b);
+      if (b->free_seq == 0 || (n != nullptr && n->free_seq < b->free_seq)) {
+        status.Update(Fail("the reclaim queue is not oldest first"));
+      }
+      if (!d.Owns(b->arena)) {
+        status.Update(Fail("a reclaim queue holds another page size's block"));
+      }
+    }
+  });
+  if (queued_blocks != queued) {
     return Fail("the reclaim queue holds blocks that are not candidates");
   }
-  for (const Block* b = reclaim_queue_.front(); b != nullptr;
-       b = ReclaimQueue::next(b)) {
-    const Block* n = ReclaimQueue::next(b);
-    if (b->free_seq == 0 || (n != nullptr && n->free_seq < b->free_seq)) {
-      return Fail("the reclaim queue is not oldest first");
-    }
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 // Whether the live table, the byte stats and the page pool agree with the
@@ -280,17 +289,29 @@ absl::Status DeviceAllocator::CheckStatsRecount(
   if (recount.active != stats_.active_bytes.All().current) {
     return Fail("active_bytes differs from the recount");
   }
-  const int64_t mapped_pages = recount.mapped_pages;
-  if (mapped_pages * int64_t(page_size_) !=
-      stats_.reserved_bytes.All().current) {
-    return Fail(absl::StrFormat("reserved_bytes %d != mapped pages x page %d",
+  if (recount.mapped_bytes != stats_.reserved_bytes.All().current) {
+    return Fail(absl::StrFormat("reserved_bytes %d != mapped pages' bytes %d",
                                 stats_.reserved_bytes.All().current,
-                                mapped_pages * int64_t(page_size_)));
+                                recount.mapped_bytes));
   }
-  if (size_t(mapped_pages) + pages_.idle_pages() != pages_.created_pages()) {
-    return Fail("pages created != mapped + idle (a page was lost)");
+  absl::Status status;
+  size_t created_bytes = 0;
+  ForEachDomain([&](const PageDomain& d) {
+    size_t mapped = 0;
+    for (const auto& arena : arenas_) {
+      if (d.Owns(arena.get())) mapped += arena->mapped_pages();
+    }
+    if (mapped + d.pool().idle_pages() != d.pool().created_pages()) {
+      status.Update(Fail(absl::StrFormat(
+          "pages of %s created != mapped + idle (a page was lost)",
+          FormatBytes(d.page_size()))));
+    }
+    created_bytes += d.pool().created_pages() * d.page_size();
+  });
+  if (status.ok() && created_bytes != budget_.created_bytes) {
+    status = Fail("the memory budget does not count the pages created");
   }
-  return absl::OkStatus();
+  return status;
 }
 
 // Whether the segment stats count the arenas holding pages, and the idle
@@ -311,9 +332,11 @@ absl::Status DeviceAllocator::CheckSegmentsAndPages() const {
           kStatPoolNames[p], s.current, s.peak, segments[p]));
     }
   }
-  if (pages_.idle_counts().peak < pages_.idle_pages()) {
-    return Fail("the idle pages' peak is below their count");
-  }
+  bool below = false;
+  ForEachDomain([&](const PageDomain& d) {
+    below |= d.pool().idle_counts().peak < d.pool().idle_pages();
+  });
+  if (below) return Fail("the idle pages' peak is below their count");
   return absl::OkStatus();
 }
 

@@ -243,7 +243,7 @@ absl::Status DeviceAllocator::EnsureIpcExportState() {
 absl::Status DeviceAllocator::DescribeBlockForExport(const Block& block,
                                                      IpcHandle* h) {
   h->pid = getpid();
-  h->page_size = page_size_;
+  h->page_size = block.arena->page_size();
   h->producer_start_time = SelfStartTime();
   h->device = device_;
   h->block_offset = block.addr - block.arena->PageStart(block.addr);
@@ -257,7 +257,8 @@ absl::Status DeviceAllocator::DescribeBlockForExport(const Block& block,
       return absl::InternalError(
           "fragfree ipc: a live block lies over an unmapped page");
     }
-    absl::StatusOr<SharedPage> shared = backend_->Export(pages_.handle(page));
+    absl::StatusOr<SharedPage> shared =
+        backend_->Export(DomainOf(block.arena).pool().handle(page));
     if (!shared.ok()) return shared.status();
     h->pages.push_back({shared->fd, shared->offset});
   }

@@ -27,7 +27,7 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
                .limit_bytes = limit_bytes_,
                .device_total_bytes = info.total_bytes,
                .device_free_bytes = info.free_bytes,
-               .idle_bytes = pages_.idle_pages() * page_size_,
+               .idle_bytes = IdleBytes(),
                .pages_needed = pages_needed,
                .device_granularity_bytes = backend_->DeviceGranularity(),
                .reason = std::move(reason)};
@@ -76,7 +76,8 @@ void DeviceAllocator::UpdateGaugesLocked() {
       split_bytes[pool] += mapped;
       cached += mapped;
       largest = std::max(largest, mapped);
-      reclaimable += int64_t(arena->ReclaimablePages(b) * page_size_);
+      reclaimable +=
+          int64_t(arena->ReclaimablePages(b) * arena->page_size());
     }
   }
   stats_.cached_free_bytes = cached;
@@ -95,14 +96,21 @@ void DeviceAllocator::UpdateGaugesLocked() {
       stat->peak = std::max(stat->peak, value);
     }
   }
-  // Idle pages are counted as they move (PagePool::IdleCounts).
-  const PagePool::IdleCounts& idle = pages_.idle_counts();
-  const int64_t page = int64_t(page_size_);
-  stats_.idle_page_bytes.current = int64_t(pages_.idle_pages()) * page;
-  stats_.idle_page_bytes.peak = int64_t(idle.peak) * page;
-  stats_.idle_page_bytes.allocated = int64_t(idle.added) * page;
-  stats_.idle_page_bytes.freed = int64_t(idle.removed) * page;
-  stats_.NoteHandles(pages_.total_created(), pages_.total_released());
+  // Idle pages are counted as they move (PagePool::IdleCounts); with pages
+  // of two sizes, the peak is the sum of each size's.
+  stats_.idle_page_bytes = {};
+  uint64_t created = 0, released = 0;
+  ForEachDomain([&](const PageDomain& d) {
+    const PagePool::IdleCounts& idle = d.pool().idle_counts();
+    const int64_t page = int64_t(d.page_size());
+    stats_.idle_page_bytes.current += int64_t(d.pool().idle_pages()) * page;
+    stats_.idle_page_bytes.peak += int64_t(idle.peak) * page;
+    stats_.idle_page_bytes.allocated += int64_t(idle.added) * page;
+    stats_.idle_page_bytes.freed += int64_t(idle.removed) * page;
+    created += d.pool().total_created();
+    released += d.pool().total_released();
+  });
+  stats_.NoteHandles(created, released);
   stats_.fences_recorded = int64_t(order_.fences().fences_recorded());
   stats_.fence_waits = int64_t(order_.fences().waits());
   stats_.fence_wait_ns = CallTicksToNs(order_.fences().wait_ticks());
@@ -127,13 +135,13 @@ void DeviceAllocator::ResetPeakStats() {
   MutexLock lock(&mu_);
   UpdateGaugesLocked();  // the peaks of gauges computed when read restart here
   stats_.ResetPeak();
-  pages_.ResetIdlePeak();
+  ForEachDomain([](PageDomain& d) { d.pool().ResetIdlePeak(); });
 }
 
 void DeviceAllocator::ResetAccumulatedStats() {
   MutexLock lock(&mu_);
   stats_.ResetAccumulated();
-  pages_.ResetIdleCounts();
+  ForEachDomain([](PageDomain& d) { d.pool().ResetIdleCounts(); });
   request_sizes_.Clear();
 }
 

@@ -141,8 +141,9 @@ absl::Status DeviceAllocator::UnmapRange(Arena* arena, uintptr_t addr,
     // backend refuses to release stays idle (released by a later
     // ReleaseIdlePages or empty_cache).
     PhaseClock clock(&times->release_s);
+    PagePool& pool = DomainOf(arena).pool();
     for (PageId p : pages) {
-      if (pages_.ReleasePage(p).ok()) ++times->pages_released;
+      if (pool.ReleasePage(p).ok()) ++times->pages_released;
     }
   }
   for (const auto& [a, bytes] : runs_) {
@@ -153,10 +154,12 @@ absl::Status DeviceAllocator::UnmapRange(Arena* arena, uintptr_t addr,
 
 void DeviceAllocator::ReleaseIdlePages(PauseTimes* times) {
   PhaseClock clock(&times->release_s);
-  const uint64_t before = pages_.total_released();
   // A failure leaves the pages idle: released by a later empty_cache.
-  pages_.ReleaseIdle(0).IgnoreError();
-  times->pages_released += pages_.total_released() - before;
+  ForEachDomain([&](PageDomain& d) {
+    const uint64_t before = d.pool().total_released();
+    d.pool().ReleaseIdle(0).IgnoreError();
+    times->pages_released += d.pool().total_released() - before;
+  });
 }
 
 absl::Status DeviceAllocator::WaitForTagUsers(
@@ -323,7 +326,7 @@ absl::Status DeviceAllocator::UnmapPausedArenas(
       }
       if (!status.ok()) break;
       const uintptr_t upto =
-          a->base() + AlignDown(marks[m].end - a->base(), page_size_);
+          a->base() + AlignDown(marks[m].end - a->base(), a->page_size());
       if (upto > done_to) {
         status = UnmapRange(a, done_to, upto - done_to, times);
         done_to = upto;
@@ -398,7 +401,7 @@ absl::Status DeviceAllocator::Pause(const std::vector<RegionTag>& tags,
   times = PauseTimes();
   PhaseClock clock(&times.total_s);
   // Paused pages are released: none may stay mapped at an old address.
-  absl::Status status = source_.UnmapDetached();
+  absl::Status status = base_pages_->source().UnmapDetached();
   for (RegionTag tag : tags) {
     if (!status.ok()) break;
     if (tag == kNoRegionTag) {
@@ -476,7 +479,7 @@ struct DeviceAllocator::ResumeMapping {
     size_t size;
   };
   MetadataVector<Range> mapped;  // in the order mapped
-  size_t needed_pages = 0;       // missing under every range asked for
+  size_t needed_bytes = 0;  // of pages missing under every range asked for
   RequestState request;  // one request: counted once, each range given back
 };
 
@@ -511,7 +514,7 @@ absl::Status DeviceAllocator::MapResumeRange(Arena* a, uintptr_t addr,
   run.state = BlockState::kAllocated;
   size_t missing = 0;
   const bool needs_mapping = a->NeedsMapping(&run, &missing);
-  mapping->needed_pages += missing;
+  mapping->needed_bytes += missing * a->page_size();
   if (!needs_mapping) return absl::OkStatus();
   const uint64_t created_before = stats_.handles_created;
   absl::Status s;
@@ -600,7 +603,7 @@ absl::Status DeviceAllocator::RollBackResume(
           "device has %s free of %s: free memory or pause other tags, then "
           "resume again.",
           TagNames(todo), device_, status.message(),
-          FormatBytes(mapping.needed_pages * page_size_),
+          FormatBytes(mapping.needed_bytes),
           FormatBytes(size_t(stats_.mapped_bytes.current)),
           FormatBytes(limit_bytes_), FormatBytes(info.free_bytes),
           FormatBytes(info.total_bytes)));
@@ -640,7 +643,7 @@ std::vector<TagSleepInfo> DeviceAllocator::SleepInfo() const {
     info.tag = RegionTag(tag);
     for (const Arena* a : ArenasOfTag(info.tag)) {
       ++info.arenas;
-      info.mapped_bytes += a->mapped_pages() * page_size_;
+      info.mapped_bytes += a->mapped_pages() * a->page_size();
       for (const Block* b = a->first_block(); b != nullptr; b = b->next) {
         if (b->state != BlockState::kAllocated) continue;
         ++info.live_blocks;

@@ -141,9 +141,10 @@ absl::Status DeviceAllocator::ReleaseRetiredArenas() {
 
 absl::Status DeviceAllocator::ReleaseArena(Arena* arena) {
   FF_CHECK(arena->IsEmpty(), "ReleaseArena of an arena in use");
-  absl::Status status = source_.UnmapDetached(arena);
+  PageSource& source = DomainOf(arena).source();
+  absl::Status status = source.UnmapDetached(arena);
   if (status.ok()) {
-    status = source_.UnmapFree(arena, arena->first_block(), SIZE_MAX);
+    status = source.UnmapFree(arena, arena->first_block(), SIZE_MAX);
   }
   if (!status.ok() || arena->mapped_pages() > 0 ||
       arena->detached_pages() > 0) {

@@ -217,10 +217,12 @@ absl::Status SetVaFactor(std::string_view key, std::string_view v, Options& o) {
   return n.status();
 }
 
-absl::Status SetPageSize(std::string_view key, std::string_view v, Options& o) {
+// page_size_mb and large_page_mb: a number of MiB into a byte field.
+template <size_t Options::*kField>
+absl::Status SetMiB(std::string_view key, std::string_view v, Options& o) {
   absl::StatusOr<uint64_t> n =
       ParseUintIn(key, v, 0, uint64_t{1} << 20, "0 or a number of MiB");
-  if (n.ok()) o.page_size_bytes = *n * kMiB;
+  if (n.ok()) o.*kField = *n * kMiB;
   return n.status();
 }
 
@@ -462,7 +464,15 @@ constexpr KeyRow kKeys[] = {
       "grows with the handles its source and destination span) and memory "
       "comes back in coarser pieces. See docs/design.md, Note [Page size and "
       "handle size], for the measured trade-off"},
-     Word<SetPageSize>},
+     Word<SetMiB<&Options::page_size_bytes>>},
+    {{"large_page_mb", "0",
+      "MiB per page of the large blocks whose size is a multiple of it, in "
+      "arenas of their own: `0` is none, else a multiple of the page. A copy "
+      "over such a block spans fewer handles (the driver's time to issue it "
+      "falls) with no page partly used; unused pages of either size are "
+      "released to make room for the other under pressure. See "
+      "docs/design.md, Note [Large pages]"},
+     Word<SetMiB<&Options::large_page_bytes>>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},
      Word<SetVaFactor>},

@@ -67,6 +67,10 @@ struct Options {
   // else a multiple of it (phys/page_sized_backend.h). See Note [Page size and
   // handle size] in docs/design.md.
   size_t page_size_bytes = 0;
+  // Bytes per page of the large blocks whose size is a multiple of it (a
+  // second page size, in arenas of their own): 0 for none, else a multiple of
+  // the page above. See Note [Large pages] in docs/design.md.
+  size_t large_page_bytes = 0;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).

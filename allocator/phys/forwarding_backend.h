@@ -1,5 +1,6 @@
 // ForwardingBackend: a PhysicalBackend that passes every call to the backend
-// it owns. Decorators (FaultInjectingBackend, the replay's CountingBackend)
+// it owns, or to one it only borrows (a view of the engine's backend in other
+// units: PageSizedBackend::View). Decorators (FaultInjectingBackend, the replay's CountingBackend)
 // derive from it and override only the calls they change, so a method added to
 // PhysicalBackend is forwarded here once, not by every decorator.
 // Thread-safety: as the inner backend (see backend.h: not thread-safe).
@@ -18,7 +19,9 @@ class ForwardingBackend : public PhysicalBackend {
  public:
   // REQUIRES: inner != nullptr.
   explicit ForwardingBackend(std::unique_ptr<PhysicalBackend> inner)
-      : inner_(std::move(inner)) {}
+      : owned_(std::move(inner)), inner_(owned_.get()) {}
+  // Borrows `inner`, which must outlive this object.
+  explicit ForwardingBackend(PhysicalBackend* inner) : inner_(inner) {}
 
   PhysicalBackend& inner() { return *inner_; }
   const PhysicalBackend& inner() const { return *inner_; }
@@ -60,7 +63,8 @@ class ForwardingBackend : public PhysicalBackend {
   }
 
  private:
-  std::unique_ptr<PhysicalBackend> inner_;
+  std::unique_ptr<PhysicalBackend> owned_;  // null when borrowed
+  PhysicalBackend* const inner_;
 };
 
 }  // namespace fragfree

@@ -3,13 +3,16 @@
 // granularity: it reports that size as Granularity(), so every page the pool
 // creates and every range an arena reserves, maps and moves is in such units;
 // DeviceGranularity() stays the inner backend's (what imported handles need).
-// The option `page_size_mb` (options.h) asks for it; docs/design.md, Note
-// [Page size and handle size], says what a larger page trades.
+// The option `page_size_mb` (options.h) asks for it for every page; docs/
+// design.md, Note [Page size and handle size], says what a larger page trades.
+// A View borrows the engine's backend instead of owning it: the pages of
+// `large_page_mb` (Note [Large pages]) are made through one.
 // Thread-safety: as the inner backend (backend.h: not thread-safe).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_PAGE_SIZED_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_PAGE_SIZED_BACKEND_H_
 
 #include <memory>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -26,17 +29,36 @@ class PageSizedBackend : public ForwardingBackend {
   // multiple of the inner backend's granularity.
   static absl::StatusOr<std::unique_ptr<PhysicalBackend>> Wrap(
       std::unique_ptr<PhysicalBackend> inner, size_t page_size, int device) {
-    const size_t granularity = inner->Granularity();
-    if (page_size == 0 || page_size == granularity) return inner;
-    if (page_size % granularity != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "fragfree: page_size_mb: %s is not a multiple of device %d's "
-          "allocation granularity (%s); use a multiple of it, or 0 for the "
-          "granularity itself",
-          FormatBytes(page_size), device, FormatBytes(granularity)));
+    if (page_size == 0 || page_size == inner->Granularity()) return inner;
+    if (absl::Status s = CheckMultiple(*inner, page_size, device,
+                                       "page_size_mb", "the granularity");
+        !s.ok()) {
+      return s;
     }
     return std::unique_ptr<PhysicalBackend>(
         new PageSizedBackend(std::move(inner), page_size));
+  }
+  // `inner` (borrowed: it must outlive the view) in pages of `page_size`.
+  // REQUIRES: CheckMultiple(*inner, page_size, ...) is OK.
+  static std::unique_ptr<PhysicalBackend> View(PhysicalBackend* inner,
+                                               size_t page_size) {
+    return std::unique_ptr<PhysicalBackend>(
+        new PageSizedBackend(inner, page_size));
+  }
+  // InvalidArgument naming option `key` unless `page_size` is a multiple of
+  // `inner`'s granularity; `zero_means` says what the option's 0 asks for.
+  static absl::Status CheckMultiple(const PhysicalBackend& inner,
+                                    size_t page_size, int device,
+                                    std::string_view key,
+                                    std::string_view zero_means) {
+    const size_t granularity = inner.Granularity();
+    if (page_size % granularity == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fragfree: %s: %s is not a multiple of device %d's %s (%s); use a "
+        "multiple of it, or 0 for %s",
+        key, FormatBytes(page_size), device,
+        key == "page_size_mb" ? "allocation granularity" : "page",
+        FormatBytes(granularity), zero_means));
   }
 
   size_t Granularity() const override { return page_size_; }
@@ -44,6 +66,8 @@ class PageSizedBackend : public ForwardingBackend {
  private:
   PageSizedBackend(std::unique_ptr<PhysicalBackend> inner, size_t page_size)
       : ForwardingBackend(std::move(inner)), page_size_(page_size) {}
+  PageSizedBackend(PhysicalBackend* inner, size_t page_size)
+      : ForwardingBackend(inner), page_size_(page_size) {}
 
   const size_t page_size_;
 };

@@ -29,7 +29,8 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   absl::Status status;
   // Takes pages from `b`; false to stop (enough pages, or an error).
   auto take = [&](Arena* arena, Block* b) {
-    if (!scope.may_move(arena)) return true;
+    // Pages of another size (the device's other PageSource) cannot serve.
+    if (arena->pool() != p_.pool || !scope.may_move(arena)) return true;
     const uint32_t slot = arena->stream_slot();
     // Stream order makes a hole of the request's own stream safe to reuse at
     // once; only its old address must wait (Note [Moving a page without
@@ -63,6 +64,31 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   };
   p_.policy->ForEachReclaimable(*p_.arenas, *p_.queue, take);
   return status;
+}
+
+absl::StatusOr<size_t> PageSource::GiveUpPages(size_t bytes,
+                                               const Scope& scope) {
+  const size_t want = (bytes + p_.page_size - 1) / p_.page_size;
+  const uint64_t released_before = p_.pool->total_released();
+  const size_t idle = p_.pool->idle_pages();
+  if (absl::Status s = p_.pool->ReleaseIdle(idle > want ? idle - want : 0);
+      !s.ok()) {
+    return s;
+  }
+  size_t released = size_t(p_.pool->total_released() - released_before);
+  if (released < want && !scope.capturing) {
+    PageList pages;
+    // Waited for, not detached: a released page must be unmapped everywhere.
+    Scope waiting = scope;
+    waiting.slot = kNoSlot;
+    absl::Status status = Reclaim(want - released, /*wait=*/true, waiting,
+                                  &pages);
+    for (PageId p : pages) {
+      if (p_.pool->ReleasePage(p).ok()) ++released;  // else it stays idle
+    }
+    if (!status.ok()) return status;
+  }
+  return released * p_.page_size;
 }
 
 void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
@@ -125,6 +151,12 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     if (status.ok()) {
       status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
     }
+    // Then the other page size's unused pages, rather than grow.
+    if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
+      status = neighbour_
+                   ->GiveUpPages((count - pages.size()) * p_.page_size, scope)
+                   .status();
+    }
   }
   while (status.ok() && pages.size() < count) {
     absl::Status created = p_.pool->CreatePage(&page);
@@ -150,6 +182,21 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       if (!request->synced) ++p_.stats->num_sync_all_streams;
       request->synced = true;
       status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
+    }
+    // Pages of the other size that nothing uses make room for new ones.
+    if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
+      absl::StatusOr<size_t> released =
+          neighbour_->GiveUpPages((count - pages.size()) * p_.page_size, scope);
+      status = released.status();
+      while (status.ok() && *released > 0 && pages.size() < count) {
+        absl::Status created = p_.pool->CreatePage(&page);
+        if (!created.ok()) {
+          if (!absl::IsResourceExhausted(created)) status = created;
+          break;
+        }
+        pages.push_back(page);
+        created_pages_.push_back(page);
+      }
     }
   }
   if (status.ok() && pages.size() < count) {

@@ -9,7 +9,10 @@
 // from a hole of the request's own stream need not wait for the GPU: its old
 // address is unmapped later (Note [Moving a page without waiting]).
 // The time spent moving pages is metered (MoveMeter) for the growth policy's
-// move time budget (Note [Move time budget]).
+// move time budget (Note [Move time budget]). A device with pages of two sizes
+// has a PageSource for each (place/page_domain.h); under pressure, one takes
+// room from the other, whose unused pages are released to the device (Note
+// [Large pages]).
 // Counting goes to the StatsBook, events to the trace ring. The scratch lists
 // are kept between calls (no allocation per map once warm), on the metadata
 // arena.
@@ -104,8 +107,18 @@ class PageSource {
   // `pages` were just mapped into (> 0) or unmapped from (< 0) `arena`.
   void NoteMapped(const Arena* arena, int64_t pages) {
     p_.stats->NotePages(StatPoolOf(arena->kind()), arena->mapped_pages(), pages,
-                        p_.page_size);
+                        arena->page_size());
   }
+  // The device's other PageSource (pages of another size), which MapUnder
+  // asks for room under pressure (GiveUpPages); null when there is none.
+  void set_neighbour(PageSource* neighbour) { neighbour_ = neighbour; }
+  // Releases to the device at least `bytes` (when it can) of this source's
+  // pages that no block uses: idle pages, then whole free pages of cached
+  // blocks (waiting for their fences; none of a graph pool that may replay,
+  // none during capture). Returns the bytes released. For the other page
+  // size's request, under pressure: the moved pages cannot come back if that
+  // request fails (as PyTorch's release of cached blocks before its retry).
+  absl::StatusOr<size_t> GiveUpPages(size_t bytes, const Scope& scope);
   // Unmaps the whole free pages of `block` in `arena` (at most `max_pages`)
   // back to the pool as idle, tracing the runs unmapped.
   absl::Status UnmapFree(Arena* arena, const Block* block, size_t max_pages);
@@ -140,6 +153,7 @@ class PageSource {
   }
 
   const Parts p_;
+  PageSource* neighbour_ = nullptr;
   MoveMeter move_meter_;
   // MapUnder's scratch: the pages it got, and of them the ones it created and
   // the ones it moved; the VA runs mapped or unmapped (for the trace).

@@ -1,5 +1,5 @@
 // Arena: one reserved VA range that serves one stream's allocations of one kind
-// (small: <= 1 MiB requests, large: the rest). Blocks tile the whole range in
+// (small: <= 1 MiB requests, large: the rest, or those of them in large pages). Blocks tile the whole range in
 // address order; free blocks sit in a FreeIndex and are coalesced with free
 // neighbours. Underneath, the range is a row of pages (the backend's
 // granularity), each unmapped or backed by a PagePool page. The arena maps
@@ -38,7 +38,9 @@
 
 namespace fragfree {
 
-enum class ArenaKind : uint8_t { kSmall = 1, kLarge = 2 };
+// kLargePages: large blocks whose size is a multiple of the large page
+// (Options::large_page_bytes), in pages of that size (Note [Large pages]).
+enum class ArenaKind : uint8_t { kSmall = 1, kLarge = 2, kLargePages = 3 };
 
 // VA ranges (address, bytes) mapped or unmapped by a call, for the trace.
 using VaRuns = MetadataVector<std::pair<uintptr_t, size_t>>;
@@ -183,6 +185,8 @@ class Arena : public MetadataObject {
   StreamHandle stream() const { return stream_; }
   size_t mapped_pages() const { return mapped_pages_; }
   size_t page_size() const { return page_size_; }
+  // The pool its pages come from (one per page size: Note [Large pages]).
+  const PagePool* pool() const { return pool_; }
   size_t mapped_end() const { return mapped_end_; }
   bool IsPageMapped(size_t index) const { return page_of_[index] != kNoPage; }
   // The pool pages under [addr, addr + size) in address order (kNoPage where

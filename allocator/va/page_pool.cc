@@ -10,9 +10,12 @@
 namespace fragfree {
 
 PagePool::PagePool(PhysicalBackend* backend, size_t limit_bytes)
-    : backend_(backend),
-      page_size_(backend->Granularity()),
-      limit_bytes_(limit_bytes) {}
+    : PagePool(backend, &own_budget_) {
+  own_budget_.limit_bytes = limit_bytes;
+}
+
+PagePool::PagePool(PhysicalBackend* backend, PageBudget* budget)
+    : backend_(backend), page_size_(backend->Granularity()), budget_(budget) {}
 
 PagePool::~PagePool() { ReleaseIdle(0).IgnoreError(); }
 
@@ -25,10 +28,11 @@ bool PagePool::TakeIdle(PageId* page) {
 }
 
 absl::Status PagePool::CreatePage(PageId* page) {
-  if ((created_ + 1) * page_size_ > limit_bytes_) {
+  if (budget_->created_bytes + page_size_ > budget_->limit_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "memory limit reached: %s of pages exist, the limit is %s",
-        FormatBytes(created_ * page_size_), FormatBytes(limit_bytes_)));
+        FormatBytes(budget_->created_bytes),
+        FormatBytes(budget_->limit_bytes)));
   }
   absl::StatusOr<PhysHandle> handle = backend_->Create(page_size_);
   if (!handle.ok()) return handle.status();
@@ -42,6 +46,7 @@ absl::Status PagePool::CreatePage(PageId* page) {
     handles_.push_back(*handle);
   }
   ++created_;
+  budget_->created_bytes += page_size_;
   ++total_created_;
   *page = id;
   return absl::OkStatus();
@@ -61,6 +66,7 @@ absl::Status PagePool::ReleasePage(PageId page) {
   handles_[page] = PhysHandle{};
   unused_ids_.push_back(page);
   --created_;
+  budget_->created_bytes -= page_size_;
   ++total_released_;
   return absl::OkStatus();
 }
@@ -74,6 +80,7 @@ absl::Status PagePool::ReleaseIdle(size_t keep) {
     handles_[id] = PhysHandle{};
     unused_ids_.push_back(id);
     --created_;
+    budget_->created_bytes -= page_size_;
     ++total_released_;
   }
   return absl::OkStatus();

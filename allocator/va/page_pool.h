@@ -2,7 +2,9 @@
 // of one device, shared by every stream and arena of that device. A page is
 // either mapped somewhere (owned by an arena) or idle here, ready to be mapped
 // without a cuMemCreate. The pool enforces the device's memory limit: it never
-// holds more than limit_bytes of handles. Its tables are on the metadata arena.
+// holds more than limit_bytes of handles, counted in a PageBudget that the
+// pools of one device share when it has pages of two sizes (Note [Large
+// pages] in docs/design.md). Its tables are on the metadata arena.
 // Thread-safety: guarded by the owning DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
 #define FRAGFREE_ALLOCATOR_VA_PAGE_POOL_H_
@@ -20,12 +22,22 @@ inline constexpr PageId kNoPage = -1;
 // Pages handed between the pool, arenas and the engine (on the metadata arena).
 using PageList = MetadataVector<PageId>;
 
+// The bytes of handles a device's pools may hold, and hold.
+struct PageBudget {
+  size_t limit_bytes = 0;
+  size_t created_bytes = 0;  // live handles (mapped + idle) of every pool
+};
+
 class PagePool {
  public:
+  // A pool with a budget of its own.
   PagePool(PhysicalBackend* backend, size_t limit_bytes);
+  // A pool counting its pages in `budget`, shared with the device's other
+  // pool (it must outlive the pool).
+  PagePool(PhysicalBackend* backend, PageBudget* budget);
   ~PagePool();
 
-  void set_limit_bytes(size_t limit) { limit_bytes_ = limit; }
+  void set_limit_bytes(size_t limit) { budget_->limit_bytes = limit; }
 
   // Takes an idle page, if any.
   bool TakeIdle(PageId* page);
@@ -54,6 +66,7 @@ class PagePool {
   PhysHandle handle(PageId page) const { return handles_[page]; }
   size_t idle_pages() const { return idle_.size(); }
   size_t created_pages() const { return created_; }
+  size_t page_size() const { return page_size_; }
   // Handles created and released since the pool was made (handles_created,
   // handles_released).
   uint64_t total_created() const { return total_created_; }
@@ -62,7 +75,8 @@ class PagePool {
  private:
   PhysicalBackend* const backend_;
   const size_t page_size_;
-  size_t limit_bytes_;
+  PageBudget own_budget_;
+  PageBudget* const budget_;
   MetadataVector<PhysHandle> handles_;  // by PageId; value 0 once released
   PageList idle_;
   PageList unused_ids_;  // ids of released handles, for reuse

@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -32,12 +33,13 @@ class CountingBackend final : public ForwardingBackend {
   }
   // A page mapped at a second address while its old one waits for a fence
   // (Note [Moving a page without waiting]) is counted once: reserved memory
-  // is the physical memory mapped. The engine maps one page per call.
+  // is the physical memory mapped. The engine maps one page per call (a
+  // page of its base size or of large_page_mb's).
   absl::Status Map(uintptr_t va, size_t size, PhysHandle handle) override {
     absl::Status s = ForwardingBackend::Map(va, size, handle);
     if (s.ok()) {
       if (handle_mappings_[handle.value]++ == 0) mapped_ += size;
-      handle_at_[va] = handle.value;
+      handle_at_[va] = {handle.value, size};
       peak_mapped_ = std::max(peak_mapped_, mapped_);
       ++map_calls_;
     }
@@ -46,15 +48,19 @@ class CountingBackend final : public ForwardingBackend {
   absl::Status Unmap(uintptr_t va, size_t size) override {
     absl::Status s = ForwardingBackend::Unmap(va, size);
     if (s.ok()) {
-      const size_t page = Granularity();
-      for (uintptr_t at = va; at < va + size; at += page) {
+      for (uintptr_t at = va; at < va + size;) {
         auto it = handle_at_.find(at);
-        if (it == handle_at_.end()) continue;
-        if (--handle_mappings_[it->second] == 0) {
-          handle_mappings_.erase(it->second);
-          mapped_ -= page;
+        if (it == handle_at_.end()) {
+          at += Granularity();
+          continue;
+        }
+        const auto [handle, bytes] = it->second;
+        if (--handle_mappings_[handle] == 0) {
+          handle_mappings_.erase(handle);
+          mapped_ -= bytes;
         }
         handle_at_.erase(it);
+        at += bytes;
       }
       ++unmap_calls_;
     }
@@ -74,7 +80,8 @@ class CountingBackend final : public ForwardingBackend {
 
  private:
   absl::flat_hash_map<uint64_t, int> handle_mappings_;  // handle -> mappings
-  absl::flat_hash_map<uintptr_t, uint64_t> handle_at_;  // page VA -> handle
+  // Page VA -> its handle and the bytes mapped there.
+  absl::flat_hash_map<uintptr_t, std::pair<uint64_t, size_t>> handle_at_;
   uint64_t mapped_ = 0;
   uint64_t peak_mapped_ = 0;
   uint64_t peak_physical_ = 0;

@@ -226,7 +226,7 @@ TEST(Options, UnknownKeyListsEveryKnownKeyInTableOrder) {
             "per_process_memory_fraction, memory_limit_mb, "
             "roundup_power2_divisions, round_buckets, reclaim_before_grow, "
             "grow_slack, move_time_budget, move_clock, grow_for_pending_frees, "
-            "defer_unmap, page_size_mb, va_factor, "
+            "defer_unmap, page_size_mb, large_page_mb, va_factor, "
             "stats_at_exit, "
             "time_calls, snapshot_path, "
             "oom_report_path, trace_entries, bucket_sample, bucket_advice_k");
