@@ -72,16 +72,17 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       placement_(MakePlacementPolicy(options)),
       base_pages_(new PageDomain(backend_.get(), page_size_, &budget_,
                                  SourceParts())),
-      large_page_size_(options.large_page_bytes > page_size_
-                           ? options.large_page_bytes
-                           : 0),
-      large_pages_(large_page_size_ == 0
+      large_pages_(options.large_page_bytes <= page_size_
                        ? nullptr
-                       : new PageDomain(backend_.get(), large_page_size_,
-                                        &budget_, SourceParts())) {
+                       : new PageDomain(backend_.get(),
+                                        options.large_page_bytes, &budget_,
+                                        SourceParts())) {
   PrepareMutexSleep();  // not in the first step whose threads contend
   MutexLock lock(&mu_);
-  if (large_pages_ != nullptr) PageDomain::Neighbours(*base_pages_, *large_pages_);
+  if (large_pages_ != nullptr) {
+    PageDomain::Neighbours(*base_pages_, *large_pages_);
+    large_route_size_ = large_pages_->page_size();
+  }
   limit_request_bytes_ = options.memory_limit_bytes;
   trace_.Resize(options.trace_entries);
   limit_fraction_ = options.memory_fraction;
@@ -208,6 +209,8 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
     if (block != nullptr) {
       if (block->arena->NeedsMapping(block, &missing)) {
         status = MapUnder(block, missing, &request);
+        if (request.stranded_page_sizes) RetireLargePages();
+        if (request.traded_page_sizes) NoteTrade(rounded);
       }
       if (status.ok()) {
         *inout = block;
@@ -278,8 +281,8 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
   // A whole number of large pages: no page of it partly used (Note [Large
   // pages]).
-  if (large_page_size_ != 0 && kind == ArenaKind::kLarge &&
-      rounded % large_page_size_ == 0) {
+  if (large_route_size_ != 0 && kind == ArenaKind::kLarge &&
+      rounded % large_route_size_ == 0) {
     kind = ArenaKind::kLargePages;
   }
   // Fast path: a block of exactly this size that this stream freed recently,
@@ -329,6 +332,21 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   stats_.NoteAlloc(StatPoolOf(arena->kind()), int64_t(rounded), int64_t(size));
   live_.Insert(LiveEntry(addr, block));
   return reinterpret_cast<void*>(addr);
+}
+
+void DeviceAllocator::NoteTrade(size_t bytes) {
+  traded_bytes_ += bytes;
+  // Not a one-off (a step's first gathers on a new stream): memory the size
+  // of the most ever allocated has gone between the sizes.
+  if (traded_bytes_ >= size_t(stats_.allocated_high_water())) {
+    RetireLargePages();
+  }
+}
+
+void DeviceAllocator::RetireLargePages() {
+  if (large_route_size_ == 0) return;
+  large_route_size_ = 0;
+  large_pages_->source().Retire();
 }
 
 void DeviceAllocator::NotePagesMapped(const Arena* arena, int64_t pages) {

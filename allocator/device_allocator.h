@@ -414,6 +414,13 @@ class DeviceAllocator : public MetadataObject {
   void UpdateSleepGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What the engine lends each page domain's PageSource.
   PageSource::Parts SourceParts();
+  // No new block goes to large pages: a request traded memory between the
+  // two sizes (PageSource::Request::traded_page_sizes). The large pages'
+  // unused pages go to the base ones as they need room. Note [Large pages].
+  void RetireLargePages() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A request of `bytes` traded memory between the two page sizes; retires
+  // the large pages once the trades add up to the most ever allocated.
+  void NoteTrade(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The page domain (place/page_domain.h) that serves arenas of `kind`, and
   // the one `arena` belongs to.
   PageDomain& DomainFor(ArenaKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -526,8 +533,12 @@ class DeviceAllocator : public MetadataObject {
   // large_page_mb, of large_page_size_ in large_pages_ (else null).
   const std::unique_ptr<PlacementPolicy> placement_;
   const std::unique_ptr<PageDomain> base_pages_ ABSL_GUARDED_BY(mu_);
-  const size_t large_page_size_;
   const std::unique_ptr<PageDomain> large_pages_ ABSL_GUARDED_BY(mu_);
+  // The large page that new large blocks of a whole number of it are placed
+  // in; 0 when there is none, or once the two sizes traded memory
+  // (RetireLargePages).
+  size_t large_route_size_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t traded_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // NoteTrade's sum
   SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
   // Exports and opened imports (made on first use; nullptr until then, so
   // Free's check is one load). Declared last: unmaps imports before the

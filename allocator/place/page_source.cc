@@ -66,29 +66,46 @@ absl::Status PageSource::Reclaim(size_t want, bool wait, const Scope& scope,
   return status;
 }
 
-absl::StatusOr<size_t> PageSource::GiveUpPages(size_t bytes,
-                                               const Scope& scope) {
+size_t PageSource::GiveUpPages(size_t bytes, const Scope& scope) {
+  if (scope.capturing) return 0;
+  // A page moved without waiting may still be mapped at its old address
+  // (detached): those mappings go first, or its handle could not be released.
+  if (!UnmapDetached().ok()) return 0;
   const size_t want = (bytes + p_.page_size - 1) / p_.page_size;
   const uint64_t released_before = p_.pool->total_released();
   const size_t idle = p_.pool->idle_pages();
-  if (absl::Status s = p_.pool->ReleaseIdle(idle > want ? idle - want : 0);
-      !s.ok()) {
-    return s;
-  }
+  // A page the backend refuses to release stays idle (as in ReleaseIdle).
+  p_.pool->ReleaseIdle(idle > want ? idle - want : 0).IgnoreError();
   size_t released = size_t(p_.pool->total_released() - released_before);
-  if (released < want && !scope.capturing) {
+  if (released < want) {
     PageList pages;
     // Waited for, not detached: a released page must be unmapped everywhere.
     Scope waiting = scope;
     waiting.slot = kNoSlot;
-    absl::Status status = Reclaim(want - released, /*wait=*/true, waiting,
-                                  &pages);
+    Reclaim(want - released, /*wait=*/true, waiting, &pages).IgnoreError();
     for (PageId p : pages) {
       if (p_.pool->ReleasePage(p).ok()) ++released;  // else it stays idle
     }
-    if (!status.ok()) return status;
   }
   return released * p_.page_size;
+}
+
+bool PageSource::HoldsUnusedBytes(size_t bytes) const {
+  const size_t want = (bytes + p_.page_size - 1) / p_.page_size;
+  size_t pages = p_.pool->idle_pages();
+  for (const Block* b = p_.queue->front(); pages < want && b != nullptr;
+       b = ReclaimQueue::next(b)) {
+    pages += b->arena->ReclaimablePages(b);
+  }
+  for (size_t i = 0; pages < want && i < p_.arenas->size(); ++i) {
+    const Arena* arena = (*p_.arenas)[i].get();
+    if (arena->pool() != p_.pool) continue;
+    arena->remainders().ForEachLargestFirst([&](Block* b) {
+      pages += arena->ReclaimablePages(b);
+      return pages < want;
+    });
+  }
+  return pages >= want;
 }
 
 void PageSource::MeterMoves(int64_t start_ns, int64_t settled_ns, size_t moved,
@@ -151,11 +168,20 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     if (status.ok()) {
       status = Reclaim(count, /*wait=*/true, scope, &pages, &moved_pages_);
     }
-    // Then the other page size's unused pages, rather than grow.
-    if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
-      status = neighbour_
-                   ->GiveUpPages((count - pages.size()) * p_.page_size, scope)
-                   .status();
+  }
+  // The other page size's unused pages: taken rather than grow when the
+  // policy reclaims first (or that size is retired); their lying unused while
+  // this size grows or takes them is the two sizes trading memory.
+  if (status.ok() && pages.size() < count && !scope.capturing &&
+      neighbour_ != nullptr &&
+      (neighbour_->retired_ ||
+       neighbour_->HoldsUnusedBytes((count - pages.size()) * p_.page_size))) {
+    if (!neighbour_->retired_) {
+      request->traded_page_sizes |= reclaim_first;
+      request->stranded_page_sizes |= grows_for_budget;
+    }
+    if (reclaim_first || neighbour_->retired_) {
+      neighbour_->GiveUpPages((count - pages.size()) * p_.page_size, scope);
     }
   }
   while (status.ok() && pages.size() < count) {
@@ -185,10 +211,9 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     }
     // Pages of the other size that nothing uses make room for new ones.
     if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
-      absl::StatusOr<size_t> released =
+      const size_t released =
           neighbour_->GiveUpPages((count - pages.size()) * p_.page_size, scope);
-      status = released.status();
-      while (status.ok() && *released > 0 && pages.size() < count) {
+      while (released > 0 && pages.size() < count) {
         absl::Status created = p_.pool->CreatePage(&page);
         if (!created.ok()) {
           if (!absl::IsResourceExhausted(created)) status = created;

@@ -80,6 +80,13 @@ class PageSource {
   struct Request {
     bool retried = false;  // counted in num_alloc_retries
     bool synced = false;   // counted in num_sync_all_streams
+    // Where one page size would have moved its own pages, the request took
+    // the other size's unused pages (released, to create its own): the two
+    // sizes traded memory. Or it grew past the high-water mark instead (the
+    // move time budget spent) while the other size's pages lay unused: they
+    // stranded memory. Note [Large pages].
+    bool traded_page_sizes = false;
+    bool stranded_page_sizes = false;
   };
   // A page reclaim unmapped from a free block: where it was, so that a failed
   // request puts it back.
@@ -112,13 +119,22 @@ class PageSource {
   // The device's other PageSource (pages of another size), which MapUnder
   // asks for room under pressure (GiveUpPages); null when there is none.
   void set_neighbour(PageSource* neighbour) { neighbour_ = neighbour; }
+  // No new block will be placed over this source's pages (the engine stopped
+  // using its page size): its neighbour takes its unused pages before it
+  // creates any, whatever the growth policy says.
+  void Retire() { retired_ = true; }
+  bool retired() const { return retired_; }
   // Releases to the device at least `bytes` (when it can) of this source's
   // pages that no block uses: idle pages, then whole free pages of cached
   // blocks (waiting for their fences; none of a graph pool that may replay,
-  // none during capture). Returns the bytes released. For the other page
-  // size's request, under pressure: the moved pages cannot come back if that
-  // request fails (as PyTorch's release of cached blocks before its retry).
-  absl::StatusOr<size_t> GiveUpPages(size_t bytes, const Scope& scope);
+  // none during capture). Returns the bytes released; a page the backend
+  // refuses to unmap or release stays (errors are not the request's). For the
+  // other page size's request: the pages cannot come back if that request
+  // fails (as PyTorch's release of cached blocks before its retry).
+  size_t GiveUpPages(size_t bytes, const Scope& scope);
+  // Whether at least `bytes` of this source's pages lie unused: idle, or
+  // whole and free inside cached blocks.
+  bool HoldsUnusedBytes(size_t bytes) const;
   // Unmaps the whole free pages of `block` in `arena` (at most `max_pages`)
   // back to the pool as idle, tracing the runs unmapped.
   absl::Status UnmapFree(Arena* arena, const Block* block, size_t max_pages);
@@ -154,6 +170,7 @@ class PageSource {
 
   const Parts p_;
   PageSource* neighbour_ = nullptr;
+  bool retired_ = false;
   MoveMeter move_meter_;
   // MapUnder's scratch: the pages it got, and of them the ones it created and
   // the ones it moved; the VA runs mapped or unmapped (for the trace).

@@ -147,6 +147,54 @@ TEST(LargePages, ARequestTooLargeForBothSizesFailsAndKeepsTheLiveBlocks) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// A step whose large blocks of whole large pages (gradients) come as its
+// other blocks (activations) go, and go before they come again: memory flows
+// between the two sizes every step. The large pages retire, and the memory
+// stays what one page size needs.
+size_t PeakReservedOfSteps(Options o) {
+  auto faults = std::make_unique<FaultInjectingBackend>(
+      *HostBackend::Create(64 * kMiB, kPage));
+  std::unique_ptr<DeviceAllocator> a = *DeviceAllocator::Create(
+      0, o, std::move(faults), std::make_unique<ManualEventSource>());
+  void* weights = *a->Malloc(4 * kMiB, kS1);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<void*> acts;
+    for (int i = 0; i < 12; ++i) {
+      acts.push_back(*a->Malloc(kMiB + (i + 1) * 3 * kPage, kS1));
+    }
+    std::vector<void*> grads;
+    for (int i = 0; i < 4; ++i) {
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_TRUE(a->Free(acts.back()).ok());
+        acts.pop_back();
+      }
+      grads.push_back(*a->Malloc(4 * kMiB, kS1));
+    }
+    for (void* g : grads) EXPECT_TRUE(a->Free(g).ok());
+  }
+  EXPECT_TRUE(a->CheckInvariants().ok()) << a->CheckInvariants();
+  // Retired: a new block of whole large pages is placed on base pages.
+  void* after = *a->Malloc(2 * kMiB, kS2);
+  for (const ArenaView& v : a->Arenas()) {
+    if (v.stream == kS2 && v.mapped_pages > 0 && o.large_page_bytes != 0) {
+      EXPECT_EQ(v.page_size, kPage) << "large pages still taken";
+    }
+  }
+  EXPECT_TRUE(a->Free(after).ok());
+  EXPECT_TRUE(a->Free(weights).ok());
+  return size_t(a->GetStats().reserved_bytes.pool[kPoolAll].peak);
+}
+
+TEST(LargePages, WhenTheSizesTradeMemoryEveryStepLargePagesRetire) {
+  Options base;
+  Options large;
+  large.large_page_bytes = kLarge;
+  const size_t one_size = PeakReservedOfSteps(base);
+  const size_t two_sizes = PeakReservedOfSteps(large);
+  EXPECT_LE(two_sizes, one_size + 4 * kMiB)
+      << "one step's gradients at most stranded before the large pages retire";
+}
+
 // A large page the base page does not divide is refused when the device's
 // allocator is made, naming the option; one equal to the base page is none.
 TEST(LargePages, ALargePageNotAMultipleOfThePageIsRefused) {
