@@ -49,13 +49,16 @@ absl::StatusOr<std::unique_ptr<DeviceAllocator>> DeviceAllocator::Create(
       PageSizedBackend::Wrap(std::move(backend), options.page_size_bytes,
                              device);
   if (!paged.ok()) return paged.status();
+  Options o = options;
   if (absl::Status s = PageSizedBackend::CheckMultiple(
-          **paged, options.large_page_bytes, device, "large_page_mb", "none");
+          **paged, o.large_page_bytes, device, "large_page_mb", "none");
       !s.ok()) {
-    return s;
+    // The default asks for large pages only where the page divides them.
+    if (o.large_page_bytes != Options::kDefaultLargePageBytes) return s;
+    o.large_page_bytes = 0;
   }
-  return std::unique_ptr<DeviceAllocator>(new DeviceAllocator(
-      device, options, std::move(*paged), std::move(events)));
+  return std::unique_ptr<DeviceAllocator>(
+      new DeviceAllocator(device, o, std::move(*paged), std::move(events)));
 }
 
 DeviceAllocator::DeviceAllocator(int device, const Options& options,

@@ -465,13 +465,16 @@ constexpr KeyRow kKeys[] = {
       "comes back in coarser pieces. See docs/design.md, Note [Page size and "
       "handle size], for the measured trade-off"},
      Word<SetMiB<&Options::page_size_bytes>>},
-    {{"large_page_mb", "0",
+    {{"large_page_mb", "32",
       "MiB per page of the large blocks whose size is a multiple of it, in "
-      "arenas of their own: `0` is none, else a multiple of the page. A copy "
-      "over such a block spans fewer handles (the driver's time to issue it "
-      "falls) with no page partly used; unused pages of either size are "
-      "released to make room for the other under pressure. See "
-      "docs/design.md, Note [Large pages]"},
+      "arenas of their own: `0` is none, else a multiple of the page (the "
+      "default is none where the page does not divide it). A copy over such "
+      "a block spans fewer driver handles, so the CPU issues it faster, and no "
+      "page is partly used; either size's unused pages are released to make "
+      "room for the other rather than grow, and once the two sizes trade "
+      "memory (gradients of whole large pages coming as activations go) new "
+      "blocks stop taking large pages. See docs/design.md, Note [Large "
+      "pages]"},
      Word<SetMiB<&Options::large_page_bytes>>},
     {{"va_factor", "2",
       "virtual address space per arena, as a multiple of the memory cap"},

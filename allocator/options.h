@@ -69,8 +69,10 @@ struct Options {
   size_t page_size_bytes = 0;
   // Bytes per page of the large blocks whose size is a multiple of it (a
   // second page size, in arenas of their own): 0 for none, else a multiple of
-  // the page above. See Note [Large pages] in docs/design.md.
-  size_t large_page_bytes = 0;
+  // the page above. The default is none where the page does not divide it.
+  // See Note [Large pages] in docs/design.md.
+  static constexpr size_t kDefaultLargePageBytes = size_t{32} << 20;
+  size_t large_page_bytes = kDefaultLargePageBytes;
   // VA reserved per arena, as a multiple of the memory limit.
   size_t va_factor = 2;
   // Observability (README, "Configuration: FRAGFREE_CONF"; docs/stats.md).
