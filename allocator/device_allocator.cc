@@ -73,8 +73,8 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       order_(events_.get()),
       request_sizes_(options.bucket_sample),
       placement_(MakePlacementPolicy(options)),
-      base_pages_(new PageDomain(backend_.get(), page_size_, &budget_,
-                                 SourceParts())),
+      base_pages_(
+          new PageDomain(backend_.get(), page_size_, &budget_, SourceParts())),
       large_pages_(options.large_page_bytes <= page_size_
                        ? nullptr
                        : new PageDomain(backend_.get(),
@@ -140,6 +140,7 @@ PageSource::Parts DeviceAllocator::SourceParts() {
       .arenas = &arenas_,
       .queue = nullptr,  // the domain's
       .page_size = 0,    // the domain's
+      .base_page_size = page_size_,
       .defer_unmap = options_.defer_unmap,
       .meter_cpu_time = options_.move_clock == Options::MoveClock::kCpu};
 }
@@ -192,17 +193,17 @@ absl::StatusOr<Block*> DeviceAllocator::Place(uint32_t slot, ArenaKind kind,
 
 absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
                                           size_t rounded, size_t size,
-                                          StreamHandle stream, Block** inout) {
+                                          StreamHandle stream, Block** inout,
+                                          bool searched, bool report_oom) {
   Block* block = *inout;
   RequestState request;
-  // Malloc searched the slot's arenas before the first attempt.
   for (bool retried = false;; retried = true) {
     absl::Status status;
     size_t missing = 0;
     const size_t arenas_before = arenas_.size();
     if (block == nullptr) {
       absl::StatusOr<Block*> placed =
-          Place(slot, kind, rounded, size, /*searched=*/!retried);
+          Place(slot, kind, rounded, size, /*searched=*/searched && !retried);
       if (placed.ok()) {
         block = *placed;
       } else {
@@ -214,6 +215,7 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
         status = MapUnder(block, missing, &request);
         if (request.stranded_page_sizes) RetireLargePages();
         if (request.traded_page_sizes) NoteTrade(rounded);
+        request.stranded_page_sizes = request.traded_page_sizes = false;
       }
       if (status.ok()) {
         *inout = block;
@@ -233,6 +235,7 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
     if (!absl::IsResourceExhausted(status)) return status;
     // Blocks held in quick caches, coalesced, may make room.
     if (!retried && DrainQuickCaches()) continue;
+    if (!report_oom) return status;
     return OutOfMemory(size, rounded, stream, missing,
                        std::string(status.message()));
   }
@@ -283,9 +286,9 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
   ArenaKind kind =
       size <= kSmallRequestLimit ? ArenaKind::kSmall : ArenaKind::kLarge;
   // A whole number of large pages: no page of it partly used (Note [Large
-  // pages]).
-  if (large_route_size_ != 0 && kind == ArenaKind::kLarge &&
-      rounded % large_route_size_ == 0) {
+  // pages]). The size compare first: a division only for blocks that large.
+  if (kind == ArenaKind::kLarge && large_route_size_ != 0 &&
+      rounded >= large_route_size_ && rounded % large_route_size_ == 0) {
     kind = ArenaKind::kLargePages;
   }
   // Fast path: a block of exactly this size that this stream freed recently,
@@ -320,11 +323,17 @@ absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
     // set up, and only pages mapped anew can lose access.
     if (block == nullptr || placed.missing > 0 ||
         arena->HasPagesWithoutAccess(block)) {
-      if (absl::Status s =
-              PlaceAndMap(slot, kind, rounded, size, stream, &block);
-          !s.ok()) {
-        return s;
+      const bool large_pages = kind == ArenaKind::kLargePages;
+      absl::Status s = PlaceAndMap(slot, kind, rounded, size, stream, &block,
+                                   /*searched=*/true, !large_pages);
+      // Large pages the device or the limit cannot hold: the base pages may
+      // still fit the request (no large page is made of scattered memory).
+      if (large_pages && absl::IsResourceExhausted(s)) {
+        block = nullptr;
+        s = PlaceAndMap(slot, ArenaKind::kLarge, rounded, size, stream, &block,
+                        /*searched=*/false);
       }
+      if (!s.ok()) return s;
       arena = block->arena;
     }
     addr = block->addr;

@@ -286,15 +286,17 @@ class DeviceAllocator : public MetadataObject {
                                size_t requested, bool searched)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
-  // places the request (Place: Malloc has searched the slot's arenas) and
-  // maps; sets *inout. On running out of memory, drains the quick caches and
-  // tries once more before reporting the OOM. On failure *inout is not
-  // allocated, and what the request took is given back: its block is free again
-  // as it was, an arena made for it is released, and so are the pages
-  // (MapUnder). See Note [A failed request gives back what it took] in
-  // docs/design.md.
+  // places the request (Place; `searched`: the caller has searched the slot's
+  // arenas of `kind`) and maps; sets *inout. On running out of memory, drains
+  // the quick caches and tries once more before reporting the OOM (with
+  // `report_oom`; else the ResourceExhausted status alone, for a caller with
+  // another way). On failure *inout is not allocated, and what the request
+  // took is given back: its block is free again as it was, an arena made for
+  // it is released, and so are the pages (MapUnder). See Note [A failed
+  // request gives back what it took] in docs/design.md.
   absl::Status PlaceAndMap(uint32_t slot, ArenaKind kind, size_t rounded,
-                           size_t size, StreamHandle stream, Block** inout)
+                           size_t size, StreamHandle stream, Block** inout,
+                           bool searched = true, bool report_oom = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases the blocks of one arena's / every arena's QuickCache as ordinary
   // frees; whether there were any.
@@ -428,9 +430,8 @@ class DeviceAllocator : public MetadataObject {
   }
   PageDomain& DomainOf(const Arena* arena) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return large_pages_ != nullptr && large_pages_->Owns(arena)
-               ? *large_pages_
-               : *base_pages_;
+    return large_pages_ != nullptr && large_pages_->Owns(arena) ? *large_pages_
+                                                                : *base_pages_;
   }
   // `f(domain)` for each page domain, the base one first.
   template <typename F>
@@ -539,7 +540,7 @@ class DeviceAllocator : public MetadataObject {
   // (RetireLargePages).
   size_t large_route_size_ ABSL_GUARDED_BY(mu_) = 0;
   size_t traded_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // NoteTrade's sum
-  SleepState sleep_ ABSL_GUARDED_BY(mu_);  // region tags on this device
+  SleepState sleep_ ABSL_GUARDED_BY(mu_);         // region tags on this device
   // Exports and opened imports (made on first use; nullptr until then, so
   // Free's check is one load). Declared last: unmaps imports before the
   // backend goes.

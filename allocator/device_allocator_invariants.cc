@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "allocator/device_allocator.h"
 #include "allocator/base/units.h"
+#include "allocator/device_allocator.h"
 
 namespace fragfree {
 

@@ -76,8 +76,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
       split_bytes[pool] += mapped;
       cached += mapped;
       largest = std::max(largest, mapped);
-      reclaimable +=
-          int64_t(arena->ReclaimablePages(b) * arena->page_size());
+      reclaimable += int64_t(arena->ReclaimablePages(b) * arena->page_size());
     }
   }
   stats_.cached_free_bytes = cached;
@@ -121,6 +120,7 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.device_free_bytes = int64_t(info.free_bytes);
   stats_.memory_limit_bytes = int64_t(limit_bytes_);
   stats_.page_size = int64_t(page_size_);
+  stats_.large_page_size = int64_t(large_route_size_);
   UpdateSleepGaugesLocked();
   stats_.Fold();  // "all" entries, for the copies handed out
 }

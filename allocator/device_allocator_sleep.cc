@@ -479,7 +479,7 @@ struct DeviceAllocator::ResumeMapping {
     size_t size;
   };
   MetadataVector<Range> mapped;  // in the order mapped
-  size_t needed_bytes = 0;  // of pages missing under every range asked for
+  size_t needed_bytes = 0;       // of pages missing under every range asked for
   RequestState request;  // one request: counted once, each range given back
 };
 

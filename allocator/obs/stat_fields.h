@@ -73,7 +73,9 @@
  * them, then the time spent waiting for fences (version 4); then the time
  * spent moving pages as the move time budget meters it, and the pages created
  * instead of moved because that budget was spent (version 5; docs/design.md,
- * Note [Move time budget]). Appended last in ff_stats_t. */
+ * Note [Move time budget]); then the large page that new blocks of a whole
+ * number of it take, 0 when none or retired (version 6, a gauge; Note [Large
+ * pages]). Appended last in ff_stats_t. */
 #define FF_TIMING_FIELDS(X) \
   X(alloc_cpu_ns)           \
   X(alloc_cpu_calls)        \
@@ -89,7 +91,8 @@
   X(set_access_ns)          \
   X(fence_wait_ns)          \
   X(move_ns)                \
-  X(move_budget_pages)
+  X(move_budget_pages)      \
+  X(large_page_size)
 
 /* ff_stats_t's layout (fragfree.h), pinned: every field's byte offset and the
  * struct's size for FF_STATS_VERSION. fragfree's build checks the struct
@@ -99,9 +102,9 @@
  * Adding a field: append it to FF_TIMING_FIELDS (the struct's last list), its
  * offset here, grow FF_STATS_SIZE and bump FF_STATS_VERSION. Versions: 1 up to
  * external_fragmentation, 2 the sleep fields, 3 kept_backup_bytes, 4 the
- * timing counters, 5 move_ns and move_budget_pages. */
-#define FF_STATS_VERSION 5
-#define FF_STATS_SIZE 1392
+ * timing counters, 5 move_ns and move_budget_pages, 6 large_page_size. */
+#define FF_STATS_VERSION 6
+#define FF_STATS_SIZE 1400
 #define FF_STATS_LAYOUT(X)        \
   X(allocation, 8)                \
   X(segment, 104)                 \
@@ -164,6 +167,7 @@
   X(set_access_ns, 1360)          \
   X(fence_wait_ns, 1368)          \
   X(move_ns, 1376)                \
-  X(move_budget_pages, 1384)
+  X(move_budget_pages, 1384)      \
+  X(large_page_size, 1392)
 
 #endif /* FRAGFREE_ALLOCATOR_OBS_STAT_FIELDS_H_ */

@@ -1,9 +1,10 @@
 // ForwardingBackend: a PhysicalBackend that passes every call to the backend
 // it owns, or to one it only borrows (a view of the engine's backend in other
-// units: PageSizedBackend::View). Decorators (FaultInjectingBackend, the replay's CountingBackend)
-// derive from it and override only the calls they change, so a method added to
-// PhysicalBackend is forwarded here once, not by every decorator.
-// Thread-safety: as the inner backend (see backend.h: not thread-safe).
+// units: PageSizedBackend::View). Decorators (FaultInjectingBackend, the
+// replay's CountingBackend) derive from it and override only the calls they
+// change, so a method added to PhysicalBackend is forwarded here once, not by
+// every decorator. Thread-safety: as the inner backend (see backend.h: not
+// thread-safe).
 #ifndef FRAGFREE_ALLOCATOR_PHYS_FORWARDING_BACKEND_H_
 #define FRAGFREE_ALLOCATOR_PHYS_FORWARDING_BACKEND_H_
 

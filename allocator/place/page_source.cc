@@ -90,6 +90,11 @@ size_t PageSource::GiveUpPages(size_t bytes, const Scope& scope) {
   return released * p_.page_size;
 }
 
+size_t PageSource::RoomFor(size_t pages) const {
+  // Above a lowered limit, what the pools hold over it goes too.
+  return std::max(pages * p_.page_size, p_.pool->BytesOverLimit(pages));
+}
+
 bool PageSource::HoldsUnusedBytes(size_t bytes) const {
   const size_t want = (bytes + p_.page_size - 1) / p_.page_size;
   size_t pages = p_.pool->idle_pages();
@@ -181,7 +186,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       request->stranded_page_sizes |= grows_for_budget;
     }
     if (reclaim_first || neighbour_->retired_) {
-      neighbour_->GiveUpPages((count - pages.size()) * p_.page_size, scope);
+      neighbour_->GiveUpPages(RoomFor(count - pages.size()), scope);
     }
   }
   while (status.ok() && pages.size() < count) {
@@ -212,7 +217,7 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     // Pages of the other size that nothing uses make room for new ones.
     if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
       const size_t released =
-          neighbour_->GiveUpPages((count - pages.size()) * p_.page_size, scope);
+          neighbour_->GiveUpPages(RoomFor(count - pages.size()), scope);
       while (released > 0 && pages.size() < count) {
         absl::Status created = p_.pool->CreatePage(&page);
         if (!created.ok()) {
@@ -248,7 +253,11 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   }
   NoteMapped(block->arena, int64_t(count));
   p_.stats->NoteRemapped(int64_t(moved_pages_.size()));
-  if (grows_for_budget) p_.stats->NoteMoveBudgetPages(created_pages_.size());
+  // In pages of the stats' page_size (the base page), whatever this size.
+  if (grows_for_budget) {
+    p_.stats->NoteMoveBudgetPages(created_pages_.size() * p_.page_size /
+                                  p_.base_page_size);
+  }
   TraceRuns(TraceAction::kSegmentMap, block->arena->stream(), /*tagged=*/true);
   return absl::OkStatus();
 }

@@ -57,6 +57,7 @@ class PageSource {
     const MetadataVector<std::unique_ptr<Arena>>* arenas;  // every arena
     const ReclaimQueue* queue;
     size_t page_size;
+    size_t base_page_size;  // the device's base page (stats' page_size)
     // Pages of holes the request's own stream freed move without waiting for
     // the GPU (Options::defer_unmap; Note [Moving a page without waiting]).
     bool defer_unmap = false;
@@ -145,6 +146,9 @@ class PageSource {
   absl::Status UnmapDetached(Arena* arena);
 
  private:
+  // The bytes the neighbour must give up for `pages` pages of this size: the
+  // pages, or what the pools hold over the limit with them, the larger.
+  size_t RoomFor(size_t pages) const;
   // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
   // pages are released to the device, moved ones mapped back into the free
   // blocks they came from (released if that fails), idle ones made idle again.

@@ -1,21 +1,22 @@
 // Arena: one reserved VA range that serves one stream's allocations of one kind
-// (small: <= 1 MiB requests, large: the rest, or those of them in large pages). Blocks tile the whole range in
-// address order; free blocks sit in a FreeIndex and are coalesced with free
-// neighbours. Underneath, the range is a row of pages (the backend's
-// granularity), each unmapped or backed by a PagePool page. The arena maps
-// pages only where an allocated block needs them and unmaps only whole pages
-// lying inside free blocks, on request (reclaim). See Note [Pages under blocks]
-// in docs/design.md. Invariants: blocks tile [base, base+size) with no gap or
-// overlap; no two free blocks are adjacent; every page under an allocated or
-// pending block is mapped and accessible. A page whose access is not known to
-// be set (kept after a failed undo, see MapPages) is recorded, and MapPages
-// sets its access before any block over it is handed out. Free blocks holding
-// a whole mapped page are also in the device's ReclaimQueue or the arena's
-// RemainderBins (va/reclaim_queue.h). A page moved away before the GPU passed
-// its free block's last use may stay mapped at its old address, detached,
-// until its fence completes (DetachFreePages). The Arena object, its page
-// tables and its blocks are on the metadata arena (base/metadata_arena.h).
-// Thread-safety: guarded by the owning DeviceAllocator's lock.
+// (small: <= 1 MiB requests, large: the rest, or those of them in large pages).
+// Blocks tile the whole range in address order; free blocks sit in a FreeIndex
+// and are coalesced with free neighbours. Underneath, the range is a row of
+// pages (the backend's granularity), each unmapped or backed by a PagePool
+// page. The arena maps pages only where an allocated block needs them and
+// unmaps only whole pages lying inside free blocks, on request (reclaim). See
+// Note [Pages under blocks] in docs/design.md. Invariants: blocks tile [base,
+// base+size) with no gap or overlap; no two free blocks are adjacent; every
+// page under an allocated or pending block is mapped and accessible. A page
+// whose access is not known to be set (kept after a failed undo, see MapPages)
+// is recorded, and MapPages sets its access before any block over it is handed
+// out. Free blocks holding a whole mapped page are also in the device's
+// ReclaimQueue or the arena's RemainderBins (va/reclaim_queue.h). A page moved
+// away before the GPU passed its free block's last use may stay mapped at its
+// old address, detached, until its fence completes (DetachFreePages). The Arena
+// object, its page tables and its blocks are on the metadata arena
+// (base/metadata_arena.h). Thread-safety: guarded by the owning
+// DeviceAllocator's lock.
 #ifndef FRAGFREE_ALLOCATOR_VA_ARENA_H_
 #define FRAGFREE_ALLOCATOR_VA_ARENA_H_
 

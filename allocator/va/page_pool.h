@@ -67,6 +67,12 @@ class PagePool {
   size_t idle_pages() const { return idle_.size(); }
   size_t created_pages() const { return created_; }
   size_t page_size() const { return page_size_; }
+  // Bytes the device's pools must release before `pages` more pages can be
+  // created within the limit (0 when they fit: the limit, not the device).
+  size_t BytesOverLimit(size_t pages) const {
+    const size_t after = budget_->created_bytes + pages * page_size_;
+    return after > budget_->limit_bytes ? after - budget_->limit_bytes : 0;
+  }
   // Handles created and released since the pool was made (handles_created,
   // handles_released).
   uint64_t total_created() const { return total_created_; }

@@ -147,6 +147,54 @@ TEST(LargePages, ARequestTooLargeForBothSizesFailsAndKeepsTheLiveBlocks) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// Above a lowered limit, a request of one size has the other size give up its
+// unused pages until the pools fit the limit with the request, not only the
+// request's own pages: both ways.
+TEST(LargePages, AboveALoweredLimitTheOtherSizeGivesUpEnough) {
+  {
+    Fixture f = Make(32 * kMiB);
+    void* p = *f.a->Malloc(4 * kMiB, kS1);  // 8 large pages, then cached
+    ASSERT_TRUE(f.a->Free(p).ok());
+    ASSERT_TRUE(f.a->SetMemoryLimit(2 * kMiB).ok());
+    absl::StatusOr<void*> base = f.a->Malloc(3 * kPage, kS2);
+    ASSERT_TRUE(base.ok()) << base.status();
+    EXPECT_LE(f.a->GetStats().reserved_bytes.pool[kPoolAll].current,
+              int64_t(2 * kMiB));
+    ASSERT_TRUE(f.a->Free(*base).ok());
+    ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  }
+  {
+    Fixture f = Make(32 * kMiB);
+    void* p = *f.a->Malloc(4 * kMiB + kPage, kS1);  // base pages, then cached
+    ASSERT_TRUE(f.a->Free(p).ok());
+    ASSERT_TRUE(f.a->SetMemoryLimit(2 * kMiB).ok());
+    absl::StatusOr<void*> large = f.a->Malloc(3 * kLarge, kS2);
+    ASSERT_TRUE(large.ok()) << large.status();
+    EXPECT_EQ(f.a->GetStats().num_ooms, 0);
+    ASSERT_TRUE(f.a->Free(*large).ok());
+    ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  }
+}
+
+// Large pages the device cannot make (its free memory scattered in holes
+// smaller than a large page: the host backend places pages first fit) leave
+// the request to the base pages, which fit: no OOM, one counted at most.
+TEST(LargePages, WhatLargePagesCannotHoldBasePagesServe) {
+  Fixture f = Make(4 * kMiB);
+  std::vector<void*> small;
+  for (int i = 0; i < 64; ++i) small.push_back(*f.a->Malloc(kPage, kS1));
+  for (int i = 0; i < 64; i += 2) ASSERT_TRUE(f.a->Free(small[i]).ok());
+  ASSERT_TRUE(f.a->EmptyCache().ok());  // 32 free pages, none adjacent
+  absl::StatusOr<void*> p = f.a->Malloc(3 * kLarge, kS1);  // 1.5 MiB
+  ASSERT_TRUE(p.ok()) << p.status();
+  Fill(*p, 3 * kLarge, 7);
+  EXPECT_EQ(ArenaPageSizes(*f.a), (std::vector<size_t>{kPage, kPage}));
+  EXPECT_EQ(f.a->GetStats().num_ooms, 0);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  ASSERT_TRUE(f.a->Free(*p).ok());
+  for (int i = 1; i < 64; i += 2) ASSERT_TRUE(f.a->Free(small[i]).ok());
+}
+
 // A step whose large blocks of whole large pages (gradients) come as its
 // other blocks (activations) go, and go before they come again: memory flows
 // between the two sizes every step. The large pages retire, and the memory

@@ -81,6 +81,11 @@ Device DecodeDevice(ByteReader& in) {
   d.options = *std::move(options);
   // Set in bytes: page_size_mb is in MiB and these devices' pages are KiB.
   d.options.page_size_bytes = d.page;
+  // h0 / 15 % 4: large_page_mb of none (every h0 below 15, as in the seeds
+  // made before large pages), 2, 4 or 8 engine pages. Not the default's 32
+  // MiB: more than any of these devices holds.
+  const int large_shift = page_byte / 15 % 4;
+  d.options.large_page_bytes = large_shift == 0 ? 0 : d.page << large_shift;
   d.options.backend = "host";
   return d;
 }

@@ -4,8 +4,10 @@
 // format (keep its opcodes in step with kOpcodes in fuzz_input.cc).
 //
 // Header, 3 bytes:
-//   h0: the device's granularity = 4 KiB << (h0 % 5)  (4 .. 64 KiB), and the
-//       engine's page (page_size) that << (h0 / 5 % 3): 1, 2 or 4 of them
+//   h0: the device's granularity = 4 KiB << (h0 % 5)  (4 .. 64 KiB), the
+//       engine's page (page_size) that << (h0 / 5 % 3): 1, 2 or 4 of them,
+//       and the large page (large_page_mb) by h0 / 15 % 4: none, or 2, 4 or
+//       8 engine pages (h0 < 15: none)
 //   h1: capacity  = 4 + h1 % 61 engine pages          (4 .. 64 pages)
 //   h2: bit 0 faults may be injected (backend calls and events)
 //       bit 1 reclaim_before_grow:True (else False), unless bit 6

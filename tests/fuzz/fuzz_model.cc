@@ -253,7 +253,7 @@ void Model::CheckOomJustified(size_t size, StreamHandle stream, size_t touched,
 void Model::CheckAfterEmptyCache(DeviceAllocator& a,
                                  const PhysicalBackend& backend) const {
   DeviceStats st = a.GetStats();
-  size_t touched = TouchedPages(a);
+  size_t touched = TouchedPages(a, page_);
   if (size_t(st.reserved_bytes.pool[kPoolAll].current) != touched * page_) {
     report_.Fail(
         "after EmptyCache %lld B are mapped but live blocks touch "

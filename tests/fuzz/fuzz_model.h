@@ -12,7 +12,9 @@
 //    unaligned start) exceed the memory limit in pages (conformance_test.cc's
 //    rule). The session skips the rule for a call during which a fault was
 //    injected, and while a graph pool is capturing or not yet released (its
-//    free pages are held for replay); such calls must still fail cleanly;
+//    free pages are held for replay); such calls must still fail cleanly. It
+//    holds with large pages (large_page_mb) too: a request the large pages
+//    cannot serve falls back to the base pages;
 //  - after EmptyCache with no fault, capture or held pool: mapped pages ==
 //    pages touched by live blocks, no idle page, and the backend holds exactly
 //    the mapped pages;

@@ -151,7 +151,7 @@ class Session {
   // One Malloc with every check; returns whether it succeeded.
   bool Alloc(size_t size, StreamHandle stream) {
     const bool check_rule = !model_.PoolsHoldPages();
-    const size_t touched = check_rule ? TouchedPages(*a_) : 0;
+    const size_t touched = check_rule ? TouchedPages(*a_, model_.page()) : 0;
     const int64_t faults_before = FaultsInjected();
     absl::StatusOr<void*> p = a_->Malloc(size, stream);
     const bool faulted = FaultsInjected() != faults_before;

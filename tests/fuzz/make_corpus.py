@@ -24,17 +24,20 @@ TINY, SMALL, AROUND_PAGE, MULTI_PAGE, UP_TO_CAPACITY, HUGE, ZERO, ABSURD = range
 # fault kinds
 INTERNAL, OOM, UNAVAILABLE = range(3)
 # the device's granularity index: 4 KiB << i (the engine's page is that times
-# Input's page_multiple, 1, 2 or 4: page_size)
+# Input's page_multiple, 1, 2 or 4: page_size; the large page, if any, is the
+# engine's page times Input's large_pages, 2, 4 or 8: large_page_mb)
 P4K, P8K, P16K, P32K, P64K = range(5)
 
 
 class Input:
     def __init__(self, page=P4K, pages=16, faults=False, reclaim_before_grow=False,
-                 divisions=0, va_factor_1=False, buckets=False, page_multiple=1):
+                 divisions=0, va_factor_1=False, buckets=False, page_multiple=1,
+                 large_pages=0):
         flags = (1 if faults else 0) | (2 if reclaim_before_grow else 0)
         flags |= {0: 0, 2: 1, 4: 2, 8: 3}[divisions] << 2
         flags |= (16 if va_factor_1 else 0) | (32 if buckets else 0)
         page += 5 * {1: 0, 2: 1, 4: 2}[page_multiple]
+        page += 15 * {0: 0, 2: 1, 4: 2, 8: 3}[large_pages]
         self.b = bytearray([page, pages - 4, flags])
 
     def op(self, code, *args):
@@ -181,6 +184,19 @@ def main():
     x.alloc(1, ABSURD, 7).alloc(1, MULTI_PAGE, 40000).alloc(2, UP_TO_CAPACITY, 20000)
     x.free(0).alloc(3, ABSURD, 4).free_every_other().empty()
     seeds['large_arenas_64k_64'] = x
+    # Large pages of 8 engine pages (512 KiB, large_page_mb) on the same
+    # device: UP_TO_CAPACITY's v = 8192 k - 1 asks for k large pages less 63
+    # bytes (whole large pages once rounded; k = 2 is no large request, 1 MiB).
+    # Other large sizes take base pages; large pages move between streams, and
+    # memory goes from one size to the other both ways.
+    x = Input(P64K, 64, large_pages=8)
+    x.alloc(1, UP_TO_CAPACITY, 4 * 8192 - 1).alloc(2, UP_TO_CAPACITY, 20000).verify()
+    x.free(0).alloc(3, UP_TO_CAPACITY, 3 * 8192 - 1).record(1, 4)
+    x.burst(0, 8, AROUND_PAGE, 100).free_every_other().free(0).complete()
+    x.alloc(1, UP_TO_CAPACITY, 5 * 8192 - 1).verify()
+    # Live block 4 is the large pages' block: freed, its pages go to base pages.
+    x.burst(2, 6, AROUND_PAGE, 300).free(4).alloc(4, UP_TO_CAPACITY, 2 * 8192 - 1)
+    seeds['large_pages_64k_x8_64'] = x.empty().verify()
     # Sizes at the edges.
     x = Input(P4K, 8)
     for v in range(8):

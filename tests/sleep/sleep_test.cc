@@ -1,6 +1,7 @@
 // Sleep and wake on the host backend (docs/sleep.md): what pause and resume
 // promise, checked on real memory with the engine's invariants after each
 // step.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -260,6 +261,66 @@ TEST(Sleep, LargerPagesLeaveAndReturnWhole) {
     EXPECT_EQ(d.AllocationSize(a.ptr), a.size);
     EXPECT_TRUE(Holds(a.ptr, a.size, a.seed)) << a.size;
   }
+  for (const Alloc& a : w) ASSERT_TRUE(d.Free(a.ptr).ok());
+  ASSERT_TRUE(d.Free(plain).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok());
+}
+
+// The page sizes of the mapped arenas of `tag`, one entry per arena, sorted.
+std::vector<size_t> TagPageSizes(DeviceAllocator& d, const std::string& tag) {
+  std::vector<size_t> sizes;
+  for (const ArenaView& v : d.Arenas()) {
+    if (v.tag == tag && v.mapped_pages > 0) sizes.push_back(v.page_size);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+// With large pages (large_page_mb) of 4 x the page, a tag's block of whole
+// large pages and its block of base pages leave together, their memory given
+// back to the device, and return at their addresses with their bytes, each
+// in its own page size again.
+TEST(Sleep, LargePagesAndBasePagesLeaveAndReturnTogether) {
+  constexpr size_t kLarge = 4 * kPage;
+  Options o;
+  o.large_page_bytes = kLarge;
+  testing::TestDevice dev = testing::MakeHostDevice(128 * kMiB, kPage, o);
+  DeviceAllocator& d = *dev.allocator;
+  void* plain = *d.Malloc(2 * kLarge, 0);  // untagged, large pages too
+  Fill(plain, 2 * kLarge, 99);
+  // 2 large pages; 5 base pages (not a whole number of large pages).
+  std::vector<Alloc> w =
+      AllocTagged(d, "large-pages", {2 * kLarge, 9 * kMiB + 3}, 20);
+  ASSERT_EQ(w.size(), 2u);
+  const std::vector<size_t> page_sizes = {kPage, kLarge};
+  ASSERT_EQ(TagPageSizes(d, "large-pages"), page_sizes);
+  const size_t footprint = InfoOf(d, "large-pages").mapped_bytes;
+  EXPECT_EQ(footprint, 2 * kLarge + 5 * kPage);
+  const DeviceStats before = d.GetStats();
+
+  ASSERT_TRUE(d.Pause({Tag("large-pages")}, BackupMode::kCpu).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  // Both sizes' pages unmapped and released to the device.
+  const DeviceStats paused = d.GetStats();
+  EXPECT_EQ(paused.mapped_bytes.current,
+            before.mapped_bytes.current - int64_t(footprint));
+  EXPECT_EQ(paused.reserved_bytes.pool[kPoolAll].current,
+            before.reserved_bytes.pool[kPoolAll].current - int64_t(footprint));
+  EXPECT_GE(size_t(paused.device_free_bytes),
+            size_t(before.device_free_bytes) + footprint);
+  EXPECT_EQ(InfoOf(d, "large-pages").mapped_bytes, 0u);
+  EXPECT_TRUE(Holds(plain, 2 * kLarge, 99));
+
+  ASSERT_TRUE(d.Resume({Tag("large-pages")}).ok());
+  ASSERT_TRUE(d.CheckInvariants().ok()) << d.CheckInvariants();
+  EXPECT_EQ(TagPageSizes(d, "large-pages"), page_sizes);
+  EXPECT_EQ(InfoOf(d, "large-pages").mapped_bytes, footprint);
+  EXPECT_EQ(d.GetStats().mapped_bytes.current, before.mapped_bytes.current);
+  for (const Alloc& a : w) {
+    EXPECT_EQ(d.AllocationSize(a.ptr), a.size);
+    EXPECT_TRUE(Holds(a.ptr, a.size, a.seed)) << a.size;
+  }
+  EXPECT_TRUE(Holds(plain, 2 * kLarge, 99));
   for (const Alloc& a : w) ASSERT_TRUE(d.Free(a.ptr).ok());
   ASSERT_TRUE(d.Free(plain).ok());
   ASSERT_TRUE(d.CheckInvariants().ok());

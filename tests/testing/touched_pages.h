@@ -12,9 +12,13 @@
 
 namespace fragfree::testing {
 
-inline size_t TouchedPages(DeviceAllocator& a) {
+// In pages of `page` bytes where `page` is given (the engine's page): a page
+// of a larger size (large_page_mb) counts as the pages of `page` bytes it
+// spans; 0: one per page of each arena's own size.
+inline size_t TouchedPages(DeviceAllocator& a, size_t page = 0) {
   size_t pages = 0;
   for (const ArenaView& arena : a.Arenas()) {
+    const size_t weight = page == 0 ? 1 : arena.page_size / page;
     std::vector<bool> touched(arena.va_size / arena.page_size, false);
     for (const BlockView& b : arena.blocks) {
       if (b.state == BlockState::kFree) continue;
@@ -23,7 +27,7 @@ inline size_t TouchedPages(DeviceAllocator& a) {
                    arena.page_size;
       for (size_t p = first; p < end; ++p) touched[p] = true;
     }
-    for (bool t : touched) pages += t;
+    for (bool t : touched) pages += t ? weight : 0;
   }
   return pages;
 }

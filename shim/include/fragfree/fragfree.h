@@ -81,7 +81,7 @@ typedef struct ff_stats_t {
    * kept_backup_bytes */
   FF_SLEEP_FIELDS(FF_C_COUNTER)
   /* version 4: where the time goes (docs/stats.md); version 5 appended
-   * move_ns and move_budget_pages */
+   * move_ns and move_budget_pages, version 6 large_page_size */
   FF_TIMING_FIELDS(FF_C_COUNTER)
 #undef FF_C_COUNTER
 } ff_stats_t;

@@ -18,16 +18,7 @@ case "${1:-}" in
         2> "$OUT0/dropin_preload_$ps.err"
       echo "dropin preload page_size_mb:$ps rc=$? at $((SECONDS - T0)) s"
     done
-    python3 - "$OUT0"/dropin_*.json <<'PY'
-import json, sys
-for f in sys.argv[1:]:
-    try:
-        r = json.loads(open(f).read().strip().splitlines()[-1])
-    except Exception as e:
-        print(f, "unreadable:", e); continue
-    bad = {k: v for k, v in r["checks"].items() if v["ok"] is False}
-    print(f.rsplit("/", 1)[-1], "ok" if r["ok"] else "FAILED", len(r["checks"]), "checks;", bad or "")
-PY
+    python3 bench/gpu/dropin_summary.py "$OUT0"/dropin_*.json
     ;;
   fsdp)
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_pages "$(left)" fsdp \
