@@ -90,6 +90,18 @@ size_t PageSource::GiveUpPages(size_t bytes, const Scope& scope) {
   return released * p_.page_size;
 }
 
+absl::Status PageSource::CreateUpTo(size_t count, PageList* pages) {
+  PageId page;
+  while (pages->size() < count) {
+    absl::Status created = p_.pool->CreatePage(&page);
+    if (absl::IsResourceExhausted(created)) return absl::OkStatus();
+    if (!created.ok()) return created;
+    pages->push_back(page);
+    created_pages_.push_back(page);
+  }
+  return absl::OkStatus();
+}
+
 size_t PageSource::RoomFor(size_t pages) const {
   // Above a lowered limit, what the pools hold over it goes too.
   return std::max(pages * p_.page_size, p_.pool->BytesOverLimit(pages));
@@ -189,17 +201,8 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
       neighbour_->GiveUpPages(RoomFor(count - pages.size()), scope);
     }
   }
-  while (status.ok() && pages.size() < count) {
-    absl::Status created = p_.pool->CreatePage(&page);
-    if (created.ok()) {
-      pages.push_back(page);
-      created_pages_.push_back(page);
-    } else if (absl::IsResourceExhausted(created)) {
-      break;  // the limit or the device is full: reclaim below
-    } else {
-      status = created;
-    }
-  }
+  // Until the limit or the device is full: reclaim below.
+  if (status.ok()) status = CreateUpTo(count, &pages);
   // Under pressure: PyTorch's release_cached_blocks and retry, counted once
   // per request (Note [Retries and OOMs] in docs/stats.md).
   if (status.ok() && pages.size() < count && !scope.capturing) {
@@ -216,16 +219,8 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
     }
     // Pages of the other size that nothing uses make room for new ones.
     if (status.ok() && pages.size() < count && neighbour_ != nullptr) {
-      const size_t released =
-          neighbour_->GiveUpPages(RoomFor(count - pages.size()), scope);
-      while (released > 0 && pages.size() < count) {
-        absl::Status created = p_.pool->CreatePage(&page);
-        if (!created.ok()) {
-          if (!absl::IsResourceExhausted(created)) status = created;
-          break;
-        }
-        pages.push_back(page);
-        created_pages_.push_back(page);
+      if (neighbour_->GiveUpPages(RoomFor(count - pages.size()), scope) > 0) {
+        status = CreateUpTo(count, &pages);
       }
     }
   }

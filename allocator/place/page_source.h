@@ -149,6 +149,10 @@ class PageSource {
   // The bytes the neighbour must give up for `pages` pages of this size: the
   // pages, or what the pools hold over the limit with them, the larger.
   size_t RoomFor(size_t pages) const;
+  // Creates pages into `pages` (noting them as created) until it holds
+  // `count` or the limit or the device is full (not an error here); a
+  // backend failure is returned.
+  absl::Status CreateUpTo(size_t count, PageList* pages);
   // Undoes a failed MapUnder: of `pages` (the ones still the request's), new
   // pages are released to the device, moved ones mapped back into the free
   // blocks they came from (released if that fails), idle ones made idle again.

@@ -9,16 +9,8 @@
 export PYTHONPATH="$PWD/integrations/python${PYTHONPATH:+:$PYTHONPATH}" FRAGFREE_LIBRARY="$PWD/$B/lib/libfragfree.so"
 case "${1:-}" in
   dropin)
-    for ps in 20; do
-      FRAGFREE_CONF=page_size_mb:$ps timeout 150 python3 integrations/python/tests/gpu_dropin.py --mode native \
-        > "$OUT0/dropin_native_$ps.json" 2> "$OUT0/dropin_native_$ps.err"
-      echo "dropin native page_size_mb:$ps rc=$? at $((SECONDS - T0)) s"
-      FRAGFREE_CONF=page_size_mb:$ps LD_PRELOAD="$FRAGFREE_LIBRARY" timeout 150 python3 \
-        integrations/python/tests/gpu_dropin.py --mode preload > "$OUT0/dropin_preload_$ps.json" \
-        2> "$OUT0/dropin_preload_$ps.err"
-      echo "dropin preload page_size_mb:$ps rc=$? at $((SECONDS - T0)) s"
-    done
-    python3 bench/gpu/dropin_summary.py "$OUT0"/dropin_*.json
+    # (The call ran the same two runs written out, their files named dropin_MODE_20.json.)
+    FRAGFREE_CONF=page_size_mb:20 OUT="$OUT0" bench/gpu/dropin_modes.sh $B/lib/libfragfree.so native preload
     ;;
   fsdp)
     bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so fsdp_pages "$(left)" fsdp \
