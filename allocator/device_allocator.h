@@ -531,7 +531,7 @@ class DeviceAllocator : public MetadataObject {
   VaRuns runs_ ABSL_GUARDED_BY(mu_);  // VA runs unmapped (for the trace)
   // Placement decisions, and the pages under placed blocks (after the members
   // they are lent): pages of page_size_ in base_pages_ and, with the option
-  // large_page_mb, of large_page_size_ in large_pages_ (else null).
+  // large_page_mb, pages of that size in large_pages_ (else null).
   const std::unique_ptr<PlacementPolicy> placement_;
   const std::unique_ptr<PageDomain> base_pages_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<PageDomain> large_pages_ ABSL_GUARDED_BY(mu_);

@@ -74,8 +74,8 @@
  * spent moving pages as the move time budget meters it, and the pages created
  * instead of moved because that budget was spent (version 5; docs/design.md,
  * Note [Move time budget]); then the large page that new blocks of a whole
- * number of it take, 0 when none or retired (version 6, a gauge; Note [Large
- * pages]). Appended last in ff_stats_t. */
+ * number of it take, 0 when none or retired (version 6, a gauge;
+ * docs/design.md, Note [Large pages]). Appended last in ff_stats_t. */
 #define FF_TIMING_FIELDS(X) \
   X(alloc_cpu_ns)           \
   X(alloc_cpu_calls)        \

@@ -189,10 +189,11 @@ absl::Status PageSource::MapUnder(Block* block, size_t count,
   // The other page size's unused pages: taken rather than grow when the
   // policy reclaims first (or that size is retired); their lying unused while
   // this size grows or takes them is the two sizes trading memory.
+  // (A retired neighbour's pages go however few: nothing else will use them.)
   if (status.ok() && pages.size() < count && !scope.capturing &&
       neighbour_ != nullptr &&
-      (neighbour_->retired_ ||
-       neighbour_->HoldsUnusedBytes((count - pages.size()) * p_.page_size))) {
+      neighbour_->HoldsUnusedBytes(
+          neighbour_->retired_ ? 1 : (count - pages.size()) * p_.page_size)) {
     if (!neighbour_->retired_) {
       request->traded_page_sizes |= reclaim_first;
       request->stranded_page_sizes |= grows_for_budget;

@@ -17,8 +17,8 @@
 namespace fragfree {
 namespace {
 
-constexpr size_t kPage = 64 << 10;     // the backend's granularity
-constexpr size_t kLarge = 8 * kPage;   // the large page (512 KiB)
+constexpr size_t kPage = 64 << 10;    // the backend's granularity
+constexpr size_t kLarge = 8 * kPage;  // the large page (512 KiB)
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr StreamHandle kS1 = 0x100, kS2 = 0x200;
 
