@@ -36,6 +36,7 @@ case "${1:-}" in
       echo "=== steps $d: $(grep -c FAILED "$log") failed"; grep -h "a round takes" "$log"
       sed -n '/^| workload | mode | step ms/,/^$/p' "$log" | cut -d'|' -f2-6
       sed -n '/^| workload | mode | median \[95% CI\]/,/^$/p' "$log" | cut -d'|' -f2-3,7-8
+      sed -n '/^| workload | mode | pairs |/,/^$/p' "$log" | cut -d'|' -f3-
     done
     ;;
   *)

@@ -420,12 +420,56 @@ def pool(paths):
     return runs, workloads, modes, offset
 
 
+def phase_deltas(runs, wl, mode):
+    """With --lockstep, for a workload that marks its phases (phase_ms): each
+    timed step of `mode` less torch's step of the same index and round, ms,
+    for the whole step, its CPU part and each phase: (median, 95% CI low,
+    high, pairs) over every such pair. A longer phase lengthens the step only
+    where the GPU waits for the CPU through it (the step's start, or after its
+    closing synchronise, the phase "sync"); elsewhere the closing wait takes
+    it back."""
+    torch_runs = {r["round"]: r for r in runs if r["workload"] == wl and r["mode"] == "torch"
+                  and r.get("lockstep") and r.get("phase_ms") and not r.get("failed")}
+    diffs = {}
+    for r in runs:
+        base = torch_runs.get(r["round"])
+        if (r["workload"] != wl or r["mode"] != mode or base is None or not r.get("phase_ms")
+                or r.get("failed")):
+            continue
+        series = dict(step=(r["step_ms"], base["step_ms"]), cpu=(cpu_part(r), cpu_part(base)))
+        series.update((k, (v, base["phase_ms"].get(k, []))) for k, v in r["phase_ms"].items())
+        for k, (mine, theirs) in series.items():
+            diffs.setdefault(k, []).extend(a - b for a, b in zip(mine, theirs))
+    return {k: median_ci(v) + (len(v),) for k, v in diffs.items() if v}
+
+
+def phase_table(runs, workloads, modes):
+    """phase_deltas of every workload that marks phases, as a markdown table
+    ("" when none does)."""
+    out = []
+    for wl in workloads:
+        rows = [(m, phase_deltas(runs, wl, m)) for m in modes if m != "torch"]
+        rows = [(m, d) for m, d in rows if d]
+        if not rows:
+            continue
+        keys = list(rows[0][1])
+        out += ["", f"{wl}: each timed step less torch's of the same index and round, ms, median "
+                "[95% CI] over the pairs (phases: bench/gpu/workloads.py's marks).", "",
+                "| workload | mode | pairs | " + " | ".join(keys) + " |",
+                "|---|---|---|" + "---|" * len(keys)]
+        for m, d in rows:
+            cells = [f"{d[k][0]:+.3f} [{d[k][1]:+.3f}, {d[k][2]:+.3f}]" if k in d else "–"
+                     for k in keys]
+            out.append(f"| {wl} | {m} | {d['step'][3]} | " + " | ".join(cells) + " |")
+    return "\n".join(out + [""] if out else [])
+
+
 def write_summary(out, runs, workloads, modes, rounds, args):
     """step_time.json and step_time.md in `out`; the table printed."""
     rows = summarise(runs, workloads, modes)
     with open(os.path.join(out, "step_time.json"), "w") as f:
         json.dump(dict(rounds=rounds, args=args, rows=rows, runs=runs), f, indent=1)
-    text = table(rows, rounds)
+    text = table(rows, rounds) + phase_table(runs, workloads, modes)
     with open(os.path.join(out, "step_time.md"), "w") as f:
         f.write(text + "\n")
     print(text)

@@ -173,6 +173,9 @@ def child(args):
     # the GPU, near zero when the GPU had finished before the CPU got there.
     cpu_ms = []
     sync_ms = []
+    # Each marked phase's wall ms per timed step (workloads.phase_marks), for
+    # step_phases.py: which part of a step one allocator lengthens.
+    phase_ms = {}
     probe_us = []
     probe_x = torch.zeros(1, device=dev) if args.probe and not cpu else None
     last = before
@@ -190,8 +193,12 @@ def child(args):
             torch.cuda.synchronize()
         w0 = workloads.sync_wait_s
         c0, t0 = time.process_time(), time.perf_counter()
+        workloads.phase_marks = [("start", t0)]
         losses.append(wl.step())  # synchronises (reads the loss)
         times.append(time.perf_counter() - t0)
+        marks, workloads.phase_marks = workloads.phase_marks, None
+        for (_, a), (phase, b) in zip(marks, marks[1:]):
+            phase_ms.setdefault(phase, []).append(round(1000 * (b - a), 4))
         cpu_ms.append(round(1000 * (time.process_time() - c0), 3))
         if not cpu:
             sync_ms.append(round(1000 * (workloads.sync_wait_s - w0), 3))
@@ -218,6 +225,8 @@ def child(args):
                losses=[round(v, 4) for v in losses[-3:]], reserved_series=reserved)
     if probe_us:
         res["probe_us"] = probe_us
+    if phase_ms:
+        res["phase_ms"] = phase_ms
     if ff is not None and after is not None:
         per_step = {k: (after.get(k, 0) - before.get(k, 0)) / max(1, len(times))
                     for k in FF_COUNTERS}

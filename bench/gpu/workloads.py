@@ -53,6 +53,17 @@ def _autocast(dev):
 sync_wait_s = 0.0
 
 
+# Where a step's time goes, for the workloads that mark their phases: None, or
+# a list that step_time.py starts with ("start", t0) before each timed step and
+# that _mark appends (phase, time.perf_counter()) to as each phase ends.
+phase_marks = None
+
+
+def _mark(phase):
+    if phase_marks is not None:
+        phase_marks.append((phase, time.perf_counter()))
+
+
 def _sync(dev):
     global sync_wait_s
     if dev.type == "cuda":
@@ -139,6 +150,7 @@ class FsdpWorkload:
     def step(self):
         w_, dev = self.width, self.dev
         x = torch.randn(self.batch * self.rng.randint(4, 16), w_, device=dev)
+        _mark("input")
         full = [None] * self.layers
 
         def gather(i):
@@ -147,6 +159,7 @@ class FsdpWorkload:
                 w.copy_(self.shards[i].repeat(8))
                 full[i] = w
         gather(0)
+        _mark("gather0")
         acts = []
         for i in range(self.layers):
             if self.side:
@@ -160,10 +173,15 @@ class FsdpWorkload:
             acts.append(x)
             full[i] = None
             del w
+        _mark("layers")
         loss = sum(a.float().mean() for a in acts)
+        _mark("loss")
         _sync(dev)
+        _mark("sync")
         value = loss.item()
+        _mark("item")
         del acts, x, loss
+        _mark("free")
         return value
 
     def close(self):

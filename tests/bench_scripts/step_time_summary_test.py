@@ -329,3 +329,27 @@ def test_a_modes_engine_options_reach_fragfree_conf():
     assert "LD_PRELOAD" not in env
     assert step_time.run_env("ff-preload@page_size_mb:20", "/lib.so", "cuda")["LD_PRELOAD"] == "/lib.so"
     assert "page_size_mb" not in step_time.run_env("torch", "/lib.so", "cuda").get("FRAGFREE_CONF", "")
+
+
+def phased(mode, rnd, steps, syncs, phases):
+    return dict(workload=WL, mode=mode, round=rnd, lockstep=True, step_ms=steps,
+                sync_ms=syncs, phase_ms=phases, step_ms_median=steps[0])
+
+
+def test_phase_deltas_pair_each_step_with_torchs_of_the_same_index_and_round():
+    runs = [phased("torch", 0, [10.0, 20.0], [8.0, 17.0], dict(input=[1.0, 2.0], sync=[8.0, 17.0])),
+            phased("ff", 0, [10.5, 20.5], [8.0, 17.0], dict(input=[1.5, 2.5], sync=[8.0, 17.0])),
+            phased("torch", 1, [30.0], [25.0], dict(input=[3.0], sync=[25.0])),
+            phased("ff", 1, [29.0], [26.0], dict(input=[2.0], sync=[26.0]))]
+    d = step_summary.phase_deltas(runs, WL, "ff")
+    # Pairs: round 0's two steps (+0.5 each) and round 1's (-1.0 step, -2.0 CPU part).
+    assert d["step"] == (0.5, -1.0, 0.5, 3)
+    assert d["cpu"] == (0.5, -2.0, 0.5, 3)
+    assert d["input"] == (0.5, -1.0, 0.5, 3)
+    assert d["sync"] == (0.0, 0.0, 1.0, 3)
+    table = step_summary.phase_table(runs, [WL], ["torch", "ff"])
+    assert "| wl | ff | 3 | +0.500 [-1.000, +0.500] |" in table
+
+
+def test_no_phase_table_without_marked_phases():
+    assert step_summary.phase_table(RUNS, [WL], MODES) == ""
