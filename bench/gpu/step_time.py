@@ -57,7 +57,11 @@ waited for the GPU (workloads.sync_wait_s). cpu_ms equals the wall time
 whenever the CPU spins in that synchronise, so it cannot say whose pace a step
 is; sync_ms can: near zero, the GPU had finished before the CPU got there and
 the step is the CPU's (a table "Whose pace" gives the median and its share of
-the step). --profile-steps N runs N more steps after the timed ones
+the step). A workload that marks its phases (workloads.py's _mark; FSDP-style
+does) adds phase_ms, each phase's wall ms per timed step, and with --lockstep
+a table pairs each step's phases with torch's: where the GPU waited through a
+phase (the step's start, or after its closing synchronise), a longer phase is
+a longer step. --profile-steps N runs N more steps after the timed ones
 under cProfile, and one under torch.profiler (the GPU's busy time against the
 step's), into the run's log: where a CPU-bound step's time goes.
 
