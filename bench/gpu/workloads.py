@@ -156,7 +156,12 @@ class FsdpWorkload:
         def gather(i):
             with self._on_side():
                 w = torch.empty(w_ * w_, device=dev)
-                w.copy_(self.shards[i].repeat(8))
+                if i == 0:
+                    _mark("empty0")
+                whole = self.shards[i].repeat(8)
+                if i == 0:
+                    _mark("repeat0")
+                w.copy_(whole)
                 full[i] = w
         gather(0)
         _mark("gather0")
