@@ -33,10 +33,14 @@ after the timed steps, so the per-step figures (CPU time inside fragfree's
 Malloc and Free, backend calls and their time, pages remapped, fence waits)
 cover exactly the timed steps (docs/stats.md, "Where the time goes"); each
 run's RESULT line carries reserved_series (torch.cuda.memory_reserved() after
-every timed step, in every mode) and, for fragfree, ff_series, the same stats read after every
-timed step (pages created and remapped, fence waits, CPU time inside fragfree,
+every timed step, in every mode) and, with --series, for fragfree, ff_series, the same stats
+read after every timed step (pages created and remapped, fence waits, CPU time inside fragfree,
 reserved bytes): how fragfree's memory converges, and what a step that grows
-costs against one that does not.
+costs against one that does not. --series is off by default: reading and parsing
+fragfree's stats between steps is work only fragfree's modes would do, and the
+step after it starts with the CPU's caches holding that work instead of the
+step's (session 38 found fragfree's first gather of an FSDP-style step 0.02 ms
+longer in every way in, LD_PRELOAD included, with the series read).
 
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
@@ -167,7 +171,7 @@ def child(args):
     times, losses = [], []
     # Per timed step, outside the timing: pages created / remapped, fence waits
     # and reserved bytes (how fragfree converges, step by step).
-    series = {k: [] for k in FF_SERIES} if ff is not None else None
+    series = {k: [] for k in FF_SERIES} if ff is not None and args.series else None
     # Reserved bytes after every timed step as PyTorch reports them, in every
     # mode (torch.cuda.memory_reserved): whether an allocator still grows.
     reserved = []
@@ -357,7 +361,8 @@ def child_cmd(wl, mode, args):
     return [sys.executable, os.path.abspath(__file__), "--child-workload", wl,
             "--child-mode", base_mode(mode), "--device", args.device, "--warmup",
             str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed),
-            "--profile-steps", str(args.profile_steps), "--probe", str(args.probe)]
+            "--profile-steps", str(args.profile_steps), "--probe", str(args.probe)] + (
+                ["--series"] if args.series else [])
 
 
 def pin_to(cpus):
@@ -509,6 +514,8 @@ def main():
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--pin-cpus", default="", help="run each child on these CPUs, e.g. 2-5")
+    p.add_argument("--series", action="store_true",
+                   help="read fragfree's stats after every timed step (ff_series)")
     p.add_argument("--probe", type=int, default=0,
                    help="launches timed before each timed step (the CPU's speed)")
     p.add_argument("--profile-steps", type=int, default=0,
