@@ -37,11 +37,12 @@
 // queried. Each call is timed on its own with the TSC (tare_ns: the two reads
 // alone): ns_per_call, the mean over a step's calls, the CUDA event calls
 // included (what the hot path's pairs, which record no event, leave out); by
-// kind, alloc_ns, free_ns, handoff_free_ns (a weight's free, which records an
-// event on the main stream) and record_stream_ns; maps_timed: pages mapped
-// while timed (the warm-up steps map the working set). On the cuda backend the
-// primary context is current, as on PyTorch's threads. BM_EventCalls: the
-// driver calls behind those events, each timed alone (cuda backend only).
+// kind, alloc_ns, start_alloc_ns (the step's first three), free_ns,
+// handoff_free_ns (a weight's free, which records an event on the main stream)
+// and record_stream_ns; maps_timed: pages mapped while timed (the warm-up steps
+// map the working set). On the cuda backend the primary context is current, as
+// on PyTorch's threads. BM_EventCalls: the driver calls behind those events,
+// each timed alone (cuda backend only).
 //
 // Under callgrind with --collect-atstart=no, only the timed pairs are
 // collected: the two calls and the TSC reads around them (not the warm-up
@@ -403,9 +404,16 @@ void* const kMainStream = nullptr;
 void* const kSideStream = reinterpret_cast<void*>(uintptr_t{2});
 
 // The calls of BM_HandoffStep by kind, each timed on its own with the TSC.
-enum HandoffCall { kAlloc, kFree, kHandoffFree, kRecordStream, kHandoffCalls };
+enum HandoffCall {
+  kAlloc,
+  kStartAlloc,
+  kFree,
+  kHandoffFree,
+  kRecordStream,
+  kHandoffCalls
+};
 constexpr const char* kHandoffCallNames[kHandoffCalls] = {
-    "alloc", "free", "handoff_free", "record_stream"};
+    "alloc", "start_alloc", "free", "handoff_free", "record_stream"};
 
 // TSC ticks and calls of `kKinds` kinds of call, each call timed on its own.
 template <int kKinds>
@@ -435,9 +443,14 @@ void HandoffStep(uint64_t k, HandoffTotals* totals) {
   constexpr size_t kWidth = 4096, kWeight = kWidth * kWidth * 4;
   constexpr size_t kScalar = 4;
   const size_t act = 64 * (4 + RandomWord(k) % 13) * kWidth * 4;
+  // The step's first three allocations (the input, then the first gather's
+  // two on the side stream) are timed apart: on the GPU, FsdpWorkload's marks
+  // input, empty0 and repeat0 time the same calls with the GPU idle.
+  int allocs = 0;
   auto alloc = [&](size_t size, void* stream) {
     void* p = nullptr;
-    totals->Time(kAlloc, [&] { p = fragfree_malloc(size, 0, stream); });
+    totals->Time(allocs++ < 3 ? kStartAlloc : kAlloc,
+                 [&] { p = fragfree_malloc(size, 0, stream); });
     return p;
   };
   auto release = [&](void* p, size_t size, void* stream,
