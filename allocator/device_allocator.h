@@ -147,7 +147,13 @@ class DeviceAllocator : public MetadataObject {
   // memcpys); their times are worked out when read (TraceLog::ForEach).
   TraceLog Trace() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  DeviceStats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether GetStats asks the driver for the device's free and total memory
+  // (device_free_bytes, device_total_bytes): one driver call, several µs and
+  // more right after a synchronise, which PyTorch's memory_stats() never
+  // makes. kSkip leaves both 0 in the copy; every other figure is the same.
+  enum class DeviceMemory { kRead, kSkip };
+  DeviceStats GetStats(DeviceMemory device_memory = DeviceMemory::kRead)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
   OomFacts last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -330,7 +336,8 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeBadPointer(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGaugesLocked(DeviceMemory device_memory)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sleep and wake (device_allocator_sleep.cc). The slot that serves `tag`'s
   // allocations on `stream` (a capturing graph pool's slot when one takes the
   // stream: graph memory stays with its pool, untagged); FailedPrecondition

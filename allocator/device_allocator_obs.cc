@@ -17,8 +17,10 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
                                           size_t pages_needed,
                                           std::string reason) {
   ++stats_.num_ooms;
-  UpdateGaugesLocked();
+  UpdateGaugesLocked(DeviceMemory::kSkip);
   const DeviceMemoryInfo info = backend_->MemoryInfo();
+  stats_.device_total_bytes = int64_t(info.total_bytes);
+  stats_.device_free_bytes = int64_t(info.free_bytes);
   last_oom_ =
       OomFacts{.device = device_,
                .stream = stream,
@@ -62,7 +64,7 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
       "pointer 0x%x was not allocated by fragfree on device %d", addr, device_);
 }
 
-void DeviceAllocator::UpdateGaugesLocked() {
+void DeviceAllocator::UpdateGaugesLocked(DeviceMemory device_memory) {
   int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
   int64_t split[3] = {}, split_bytes[3] = {};
   for (const auto& arena : arenas_) {
@@ -115,9 +117,11 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.fence_wait_ns = CallTicksToNs(order_.fences().wait_ticks());
   stats_.alloc_cpu_ns = CallTicksToNs(call_ticks_);
   backend_->calls().CopyTo(&stats_);
-  DeviceMemoryInfo info = backend_->MemoryInfo();
-  stats_.device_total_bytes = int64_t(info.total_bytes);
-  stats_.device_free_bytes = int64_t(info.free_bytes);
+  if (device_memory == DeviceMemory::kRead) {
+    const DeviceMemoryInfo info = backend_->MemoryInfo();
+    stats_.device_total_bytes = int64_t(info.total_bytes);
+    stats_.device_free_bytes = int64_t(info.free_bytes);
+  }
   stats_.memory_limit_bytes = int64_t(limit_bytes_);
   stats_.page_size = int64_t(page_size_);
   stats_.large_page_size = int64_t(large_route_size_);
@@ -125,15 +129,20 @@ void DeviceAllocator::UpdateGaugesLocked() {
   stats_.Fold();  // "all" entries, for the copies handed out
 }
 
-DeviceStats DeviceAllocator::GetStats() {
+DeviceStats DeviceAllocator::GetStats(DeviceMemory device_memory) {
   MutexLock lock(&mu_);
-  UpdateGaugesLocked();
-  return stats_;
+  UpdateGaugesLocked(device_memory);
+  DeviceStats copy = stats_;
+  if (device_memory == DeviceMemory::kSkip) {
+    copy.device_total_bytes = copy.device_free_bytes = 0;
+  }
+  return copy;
 }
 
 void DeviceAllocator::ResetPeakStats() {
   MutexLock lock(&mu_);
-  UpdateGaugesLocked();  // the peaks of gauges computed when read restart here
+  // The peaks of gauges computed when read restart here.
+  UpdateGaugesLocked(DeviceMemory::kSkip);
   stats_.ResetPeak();
   ForEachDomain([](PageDomain& d) { d.pool().ResetIdlePeak(); });
 }

@@ -216,17 +216,23 @@ ff_status_t ff_set_memory_limit(size_t bytes, int device) {
       device, [&](DeviceAllocator& d) { return d.SetMemoryLimit(bytes); });
 }
 
-ff_status_t ff_get_stats(int device, ff_stats_t* out) {
+namespace {
+
+// ff_get_stats and ff_get_allocator_stats (`name`, for the error).
+ff_status_t GetStats(int device, ff_stats_t* out,
+                     DeviceAllocator::DeviceMemory device_memory,
+                     const char* name) {
   // Like the JSON form, a device not yet served reports zeros (no creation).
   device = OneDevice(device);
   if (out == nullptr || out->size < sizeof(ff_stats_t)) {
     return Runtime::Get().Report(absl::InvalidArgumentError(
-        "ff_get_stats: out must point to an ff_stats_t with size set to "
-        "sizeof(ff_stats_t)"));
+        absl::StrFormat("%s: out must point to an ff_stats_t with size set to "
+                        "sizeof(ff_stats_t)",
+                        name)));
   }
   DeviceAllocator* existing = Runtime::Get().Existing(device);
   fragfree::DeviceStats s =
-      existing ? existing->GetStats() : fragfree::DeviceStats();
+      existing ? existing->GetStats(device_memory) : fragfree::DeviceStats();
   uint32_t size = out->size;
   memset(out, 0, sizeof(ff_stats_t));
   out->size = size;
@@ -252,6 +258,18 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
   out->u_active = f.u_active;
   out->external_fragmentation = f.external;
   return FF_OK;
+}
+
+}  // namespace
+
+ff_status_t ff_get_stats(int device, ff_stats_t* out) {
+  return GetStats(device, out, DeviceAllocator::DeviceMemory::kRead,
+                  "ff_get_stats");
+}
+
+ff_status_t ff_get_allocator_stats(int device, ff_stats_t* out) {
+  return GetStats(device, out, DeviceAllocator::DeviceMemory::kSkip,
+                  "ff_get_allocator_stats");
 }
 
 namespace {

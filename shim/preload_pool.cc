@@ -35,7 +35,7 @@ DeviceAllocator* EngineOfPool(cudaMemPool_t pool) {
 }
 
 uint64_t FragfreeFigure(DeviceAllocator& d, cudaMemPoolAttr attr) {
-  const DeviceStats s = d.GetStats();
+  const DeviceStats s = d.GetStats(DeviceAllocator::DeviceMemory::kSkip);
   const Stat& used = s.allocated_bytes.pool[kPoolAll];
   const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
   switch (attr) {

@@ -55,6 +55,16 @@ TEST_F(CApiTest, AllocFreeAndStats) {
   EXPECT_EQ(s.version, FF_STATS_VERSION);
   EXPECT_EQ(s.allocated_bytes[0].current, 1 << 20);
   EXPECT_GE(s.reserved_bytes[0].current, 1 << 20);
+  EXPECT_GT(s.device_total_bytes, 0);
+  // The same without the device's memory (no driver call): those two are 0.
+  ff_stats_t a;
+  a.size = sizeof(a);
+  ASSERT_EQ(ff_get_allocator_stats(0, &a), FF_OK);
+  EXPECT_EQ(a.device_total_bytes, 0);
+  EXPECT_EQ(a.device_free_bytes, 0);
+  EXPECT_EQ(a.allocated_bytes[0].current, s.allocated_bytes[0].current);
+  EXPECT_EQ(a.reserved_bytes[0].current, s.reserved_bytes[0].current);
+  EXPECT_EQ(a.cached_free_bytes, s.cached_free_bytes);
   char json[64];
   size_t need = ff_stats_json(0, json, sizeof(json));
   EXPECT_GT(need, sizeof(json));
@@ -133,6 +143,9 @@ TEST_F(CApiTest, BadInputIsAClearErrorAndCorruptsNothing) {
   ff_stats_t small;
   small.size = 4;
   EXPECT_EQ(ff_get_stats(0, &small), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ff_get_allocator_stats(0, &small), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("ff_get_allocator_stats"), std::string::npos)
+      << LastMessage();
 
   // Configuration is fixed once memory is in use.
   EXPECT_EQ(ff_init("backend:host"), FF_ERR_STATE);

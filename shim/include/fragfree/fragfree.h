@@ -119,6 +119,12 @@ FF_API ff_status_t ff_set_memory_limit(size_t bytes, int device);
 /* device: an index, or FF_DEVICE_DEFAULT (device 0). A device fragfree has not
  * served reports zeros. */
 FF_API ff_status_t ff_get_stats(int device, ff_stats_t* out);
+/* ff_get_stats without the device's free and total memory, which ff_get_stats
+ * asks the driver for (one call of several microseconds, more right after a
+ * synchronise): device_free_bytes and device_total_bytes are 0, every other
+ * field as ff_get_stats. What torch.cuda.memory_stats() and memory_allocated()
+ * need; PyTorch's own allocator makes no driver call for them either. */
+FF_API ff_status_t ff_get_allocator_stats(int device, ff_stats_t* out);
 /* Writes the stats as one JSON object (memory_stats() keys) into buf; returns
  * the length the full text needs (excluding the NUL), or 0 on error. device:
  * an index, or FF_DEVICE_DEFAULT (device 0). */

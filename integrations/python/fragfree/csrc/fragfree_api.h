@@ -52,6 +52,7 @@ struct FragfreeApi {
   decltype(&ff_allocation_size) allocation_size = nullptr;
   decltype(&ff_last_error) last_error = nullptr;
   // Optional.
+  decltype(&ff_get_allocator_stats) get_allocator_stats = nullptr;
   decltype(&ff_snapshot_json) snapshot_json = nullptr;
   decltype(&ff_record_history) record_history = nullptr;
   decltype(&ff_set_trace_context) set_trace_context = nullptr;
@@ -96,6 +97,7 @@ struct FragfreeApi {
     auto find = [&](auto& fn, const char* name) {
       fn = Find<std::remove_reference_t<decltype(fn)>>({name});
     };
+    find(get_allocator_stats, "ff_get_allocator_stats");
     find(snapshot_json, "ff_snapshot_json");
     find(record_history, "ff_record_history");
     find(set_trace_context, "ff_set_trace_context");
@@ -152,12 +154,22 @@ struct FragfreeApi {
     return msg ? std::string(msg) : std::string();
   }
 
+  // Whether GetStats also reads the device's free and total memory (a driver
+  // call; ff_get_allocator_stats in fragfree.h).
+  enum class DeviceMemory { kRead, kSkip };
+
   // The statistics of `device` (ff_get_stats: the struct of fragfree.h, whose
-  // fields come from the stat field lists); false (and *err) on failure.
-  bool GetStats(int device, ff_stats_t* out, std::string* err) const {
+  // fields come from the stat field lists); false (and *err) on failure. With
+  // kSkip, device_free_bytes and device_total_bytes are 0 where the library
+  // has ff_get_allocator_stats.
+  bool GetStats(int device, ff_stats_t* out, std::string* err,
+                DeviceMemory device_memory = DeviceMemory::kRead) const {
     *out = ff_stats_t{};
     out->size = sizeof(ff_stats_t);
-    if (get_stats(device, out) != FF_OK) {
+    auto fn = device_memory == DeviceMemory::kSkip && get_allocator_stats
+                  ? get_allocator_stats
+                  : get_stats;
+    if (fn(device, out) != FF_OK) {
       *err = LastError();
       return false;
     }

@@ -197,7 +197,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     size_t available = device_free;
     ff_stats_t stats;
     std::string err;
-    if (used_[device].load() && api_.GetStats(device, &stats, &err)) {
+    if (used_[device].load() &&
+        api_.GetStats(device, &stats, &err, FragfreeApi::DeviceMemory::kSkip)) {
       const int64_t cached = std::max<int64_t>(0, stats.cached_free_bytes);
       const int64_t reserved = stats.reserved_bytes[kStatsAll].current;
       const int64_t limit = stats.memory_limit_bytes;
@@ -250,8 +251,11 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
       return stats;  // no allocator (and no context) yet
     ff_stats_t from;
     std::string err;
-    TORCH_CHECK(api_.GetStats(device, &from, &err), "fragfree: ff_get_stats(",
-                Num(device), ") failed: ", err);
+    // No driver call: PyTorch's getDeviceStats makes none (memory_allocated(),
+    // memory_reserved() and memory_stats() all come here).
+    TORCH_CHECK(
+        api_.GetStats(device, &from, &err, FragfreeApi::DeviceMemory::kSkip),
+        "fragfree: ff_get_stats(", Num(device), ") failed: ", err);
     auto copy = [](const ff_stat_t& in, auto& out) {
       out.current = in.current;
       out.peak = in.peak;
