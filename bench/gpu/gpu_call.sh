@@ -9,6 +9,10 @@
 #       the log in $OUT/NAME/steps.log, the archive in $OUT/NAME/step_results.tgz
 #   gpu_call.sh summary NAME...
 #       each NAME's tables, shortened to fit a call's printed tail
+#   gpu_call.sh hotpath BIN
+#       steady_state_bench BIN on the CUDA backend: the hot path's A/B rounds
+#       beside the host backend (bench/micro/hot_ab.py, 45 s) and the mapping
+#       path on its own; logs in $OUT/hot_ab.log and $OUT/mapping.log
 # Run from the repository root. $OUT defaults to ./gpu-out, as step_suite.sh's.
 set -u
 OUT0="${OUT:-$PWD/gpu-out}"
@@ -39,8 +43,18 @@ case "${1:-}" in
       sed -n '/^| workload | mode | pairs |/,/^$/p' "$log" | cut -d'|' -f3-
     done
     ;;
+  hotpath)
+    [ $# -eq 2 ] || { echo "usage: $0 hotpath BIN" >&2; exit 2; }
+    mkdir -p "$OUT0"
+    python3 bench/micro/hot_ab.py --rounds 30 --budget-s 45 --cpu 5 --backends cuda,host \
+      "main=$2" > "$OUT0/hot_ab.log" 2>&1
+    echo "hot_ab rc=$?"; tail -8 "$OUT0/hot_ab.log"
+    timeout 60 env FRAGFREE_BENCH_BACKEND=cuda "$2" --benchmark_min_time=0.2 \
+      --benchmark_filter='MapPages|CreateRelease' > "$OUT0/mapping.log" 2>&1
+    grep -E "^BM_" "$OUT0/mapping.log" | sed -E 's/ +/ /g'
+    ;;
   *)
-    echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME..." >&2
+    echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME... | hotpath BIN" >&2
     exit 2
     ;;
 esac

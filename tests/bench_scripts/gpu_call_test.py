@@ -48,7 +48,7 @@ def test_steps_with_under_a_minute_left_runs_nothing(tmp_path):
 
 
 def test_usage_errors_exit_2(tmp_path):
-    for args in (["steps", "lib.so", "x", "120"], ["bogus"], []):
+    for args in (["steps", "lib.so", "x", "120"], ["hotpath"], ["bogus"], []):
         r = run(tmp_path, *args)
         assert r.returncode == 2, args
         assert "usage:" in r.stderr

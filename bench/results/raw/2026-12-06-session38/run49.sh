@@ -6,14 +6,7 @@
 # Session 38 found fragfree's first gather ~0.02 ms longer in every way in; this tells whether it was that read, the
 # engine, or VMM-mapped memory in the driver. On an H200 first: the hot path and the mapping path.
 . bench/gpu/call_prelude.sh
-if nvidia-smi -L | grep -q H200; then
-  python3 bench/micro/hot_ab.py --rounds 30 --budget-s 45 --cpu 5 --backends cuda,host \
-    main=$B/bin/steady_state_bench > "$OUT0/hot_ab.log" 2>&1
-  echo "hot_ab rc=$? at $((SECONDS - T0)) s"; tail -8 "$OUT0/hot_ab.log"
-  timeout 60 env FRAGFREE_BENCH_BACKEND=cuda $B/bin/steady_state_bench --benchmark_min_time=0.2 \
-    --benchmark_filter='MapPages|CreateRelease' > "$OUT0/mapping.log" 2>&1
-  grep -E "^BM_" "$OUT0/mapping.log" | sed -E 's/ +/ /g'
-fi
+nvidia-smi -L | grep -q H200 && bench/gpu/gpu_call.sh hotpath $B/bin/steady_state_bench
 timeout 60 env FRAGFREE_BENCH_BACKEND=cuda $B/bin/steady_state_bench --benchmark_filter=HandoffStep \
   --benchmark_min_time=0.5 > "$OUT0/handoff.log" 2>&1
 grep -E "^BM_" "$OUT0/handoff.log" | sed -E 's/ +/ /g'
