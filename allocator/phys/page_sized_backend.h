@@ -3,8 +3,8 @@
 // granularity: it reports that size as Granularity(), so every page the pool
 // creates and every range an arena reserves, maps and moves is in such units;
 // DeviceGranularity() stays the inner backend's (what imported handles need).
-// The option `page_size_mb` (options.h) asks for it for every page; docs/
-// design.md, Note [Page size and handle size], says what a larger page trades.
+// The option `page_size_mb` (options.h) asks for it for every page; Note
+// [Page size and handle size] in docs/design.md says what a larger page trades.
 // A View borrows the engine's backend instead of owning it: the pages of
 // `large_page_mb` (Note [Large pages]) are made through one.
 // Thread-safety: as the inner backend (backend.h: not thread-safe).

@@ -293,7 +293,7 @@ def table(rows, rounds):
             "[per-round min–max] | peak reserved / allocated GiB | fragfree CPU µs/step "
             "(calls) | map / set-access / unmap calls per step | create / release per step "
             "| pages remapped per step | backend ms/step | fence waits/step (ms) "
-            "| CPU µs in steps that create pages (steps) / in the others (steps) |")
+            "| CPU µs in steps that create pages (steps) / in the others (steps), with --series |")
     out = [f"Step time, {rounds} round(s) alternated; each run its own process.", "",
            head, "|" + "---|" * 12]
     for r in rows:

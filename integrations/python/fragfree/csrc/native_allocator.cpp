@@ -255,7 +255,8 @@ class FragfreeAllocator final : public OomRejectionMixin<cca::CUDAAllocator> {
     // memory_reserved() and memory_stats() all come here).
     TORCH_CHECK(
         api_.GetStats(device, &from, &err, FragfreeApi::DeviceMemory::kSkip),
-        "fragfree: ff_get_stats(", Num(device), ") failed: ", err);
+        "fragfree: reading the stats of device ", Num(device),
+        " failed: ", err);
     auto copy = [](const ff_stat_t& in, auto& out) {
       out.current = in.current;
       out.peak = in.peak;
