@@ -60,6 +60,8 @@ def summarise(results, workloads, modes):
                 if r["workload"] == wl and r["mode"] == "torch" and not r.get("failed")}
         for mode in modes:
             mine = [r for r in results if r["workload"] == wl and r["mode"] == mode]
+            if not mine:  # not run on this workload (pooled calls ran different sets)
+                continue
             ok = [r for r in mine if not r.get("failed")]
             row = dict(workload=wl, mode=mode, runs=len(ok), failed=len(mine) - len(ok))
             if ok:

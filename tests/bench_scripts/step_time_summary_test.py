@@ -274,6 +274,19 @@ def test_pool_keeps_each_calls_rounds_apart(tmp_path):
     assert rows["torch"]["runs"] == 4
 
 
+def test_a_mode_not_run_on_a_workload_is_no_row_and_no_failure():
+    other = [dict(r, workload="other") for r in RUNS if r["mode"] != "ff-native"]
+    failed = [dict(workload=WL, mode="ff-preload", round=0, failed=True)]
+    rows = step_summary.summarise(RUNS + other + failed, [WL, "other"],
+                                  MODES + ["ff-preload"])
+    assert [(r["workload"], r["mode"]) for r in rows if r["workload"] == "other"] == [
+        ("other", "torch"), ("other", "torch#again")]
+    preload = [r for r in rows if r["mode"] == "ff-preload"]
+    assert [(r["workload"], r["runs"], r["failed"]) for r in preload] == [(WL, 0, 1)]
+    assert "| other | ff-native |" not in step_summary.table(rows, 2)
+    assert "| wl | ff-preload | FAILED (1) |" in step_summary.table(rows, 2)
+
+
 def test_pool_writes_the_tables(tmp_path):
     path = tmp_path / "call.json"
     path.write_text(json.dumps(dict(rounds=2, runs=RUNS)))
