@@ -31,6 +31,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -154,6 +155,13 @@ class DeviceAllocator : public MetadataObject {
   enum class DeviceMemory { kRead, kSkip };
   DeviceStats GetStats(DeviceMemory device_memory = DeviceMemory::kRead)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // One integer figure by its stats key (IntegerStat, obs/stats.h), computing
+  // only what it needs: the driver is asked only for device_free_bytes and
+  // device_total_bytes, and the arenas' free blocks are walked only for the
+  // figures counted from them (inactive_split*, cached_free_bytes, ...), so
+  // allocated or reserved bytes cost O(1) as in PyTorch. nullopt for a key
+  // that names no integer figure.
+  std::optional<int64_t> GetStat(std::string_view key) ABSL_LOCKS_EXCLUDED(mu_);
   void ResetPeakStats() ABSL_LOCKS_EXCLUDED(mu_);
   void ResetAccumulatedStats() ABSL_LOCKS_EXCLUDED(mu_);
   OomFacts last_oom() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -336,8 +344,13 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeBadPointer(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateGaugesLocked(DeviceMemory device_memory)
+  // Whether UpdateGaugesLocked walks every arena's blocks for the figures
+  // counted from the free ones (O(blocks)), or leaves them as last computed.
+  enum class FreeBlocks { kWalk, kSkip };
+  void UpdateGaugesLocked(DeviceMemory device_memory,
+                          FreeBlocks free_blocks = FreeBlocks::kWalk)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateFreeBlockGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sleep and wake (device_allocator_sleep.cc). The slot that serves `tag`'s
   // allocations on `stream` (a capturing graph pool's slot when one takes the
   // stream: graph memory stays with its pool, untagged); FailedPrecondition

@@ -3,6 +3,8 @@
 // arena views, the facts of an OOM (obs/oom_facts.h) and what a bad pointer
 // is. Thread-safety: see device_allocator.h.
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -64,7 +66,7 @@ std::string DeviceAllocator::DescribeBadPointer(uintptr_t addr) const {
       "pointer 0x%x was not allocated by fragfree on device %d", addr, device_);
 }
 
-void DeviceAllocator::UpdateGaugesLocked(DeviceMemory device_memory) {
+void DeviceAllocator::UpdateFreeBlockGaugesLocked() {
   int64_t cached = 0, reclaimable = 0, largest = 0, free_blocks = 0;
   int64_t split[3] = {}, split_bytes[3] = {};
   for (const auto& arena : arenas_) {
@@ -97,6 +99,11 @@ void DeviceAllocator::UpdateGaugesLocked(DeviceMemory device_memory) {
       stat->peak = std::max(stat->peak, value);
     }
   }
+}
+
+void DeviceAllocator::UpdateGaugesLocked(DeviceMemory device_memory,
+                                         FreeBlocks free_blocks) {
+  if (free_blocks == FreeBlocks::kWalk) UpdateFreeBlockGaugesLocked();
   // Idle pages are counted as they move (PagePool::IdleCounts); with pages
   // of two sizes, the peak is the sum of each size's.
   stats_.idle_page_bytes = {};
@@ -137,6 +144,31 @@ DeviceStats DeviceAllocator::GetStats(DeviceMemory device_memory) {
     copy.device_total_bytes = copy.device_free_bytes = 0;
   }
   return copy;
+}
+
+namespace {
+// The figures UpdateFreeBlockGaugesLocked counts from the free blocks.
+bool CountedFromFreeBlocks(std::string_view key) {
+  for (std::string_view prefix : {"inactive_split.", "inactive_split_bytes."}) {
+    if (key.substr(0, prefix.size()) == prefix) return true;
+  }
+  for (std::string_view gauge :
+       {"cached_free_bytes", "reclaimable_bytes", "largest_free_block",
+        "total_free_va_mapped"}) {
+    if (key == gauge) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::optional<int64_t> DeviceAllocator::GetStat(std::string_view key) {
+  MutexLock lock(&mu_);
+  const bool device_memory =
+      key == "device_free_bytes" || key == "device_total_bytes";
+  UpdateGaugesLocked(
+      device_memory ? DeviceMemory::kRead : DeviceMemory::kSkip,
+      CountedFromFreeBlocks(key) ? FreeBlocks::kWalk : FreeBlocks::kSkip);
+  return IntegerStat(stats_, key);
 }
 
 void DeviceAllocator::ResetPeakStats() {

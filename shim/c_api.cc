@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -270,6 +272,28 @@ ff_status_t ff_get_stats(int device, ff_stats_t* out) {
 ff_status_t ff_get_allocator_stats(int device, ff_stats_t* out) {
   return GetStats(device, out, DeviceAllocator::DeviceMemory::kSkip,
                   "ff_get_allocator_stats");
+}
+
+ff_status_t ff_get_stat(int device, const char* key, int64_t* value) {
+  device = OneDevice(device);
+  if (key == nullptr || value == nullptr) {
+    return Runtime::Get().Report(absl::InvalidArgumentError(
+        "ff_get_stat: key and value must not be NULL"));
+  }
+  const std::string_view name(key);
+  DeviceAllocator* existing = Runtime::Get().Existing(device);
+  const std::optional<int64_t> found =
+      existing ? existing->GetStat(name)
+               : fragfree::IntegerStat(fragfree::DeviceStats(), name);
+  if (!found) {
+    return Runtime::Get().Report(absl::InvalidArgumentError(absl::StrFormat(
+        "ff_get_stat: no integer statistic is named \"%s\" (the keys of "
+        "ff_stats_json, as torch.cuda.memory_stats(), but the computed "
+        "\"fragmentation.\" ones; docs/stats.md)",
+        name)));
+  }
+  *value = *found;
+  return FF_OK;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include "allocator/obs/stats.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,14 +96,75 @@ Fragmentation ComputeFragmentation(const DeviceStats& s) {
 }
 
 namespace {
-void AppendStat(std::string* out, const std::string& key, const Stat& s) {
-  absl::StrAppendFormat(out,
-                        "\"%s.current\":%d,\"%s.peak\":%d,\"%s.allocated\":%d,"
-                        "\"%s.freed\":%d,",
-                        key, s.current, key, s.peak, key, s.allocated, key,
-                        s.freed);
+
+// A Stat's four figures, in the order and under the names of the JSON keys.
+constexpr const char* kStatFieldNames[4] = {"current", "peak", "allocated",
+                                            "freed"};
+int64_t StatField(const Stat& s, int field) {
+  switch (field) {
+    case 0:
+      return s.current;
+    case 1:
+      return s.peak;
+    case 2:
+      return s.allocated;
+    default:
+      return s.freed;
+  }
 }
+
+// The index of `name` in `names`, or -1.
+template <size_t N>
+int IndexOf(const char* const (&names)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) return int(i);
+  }
+  return -1;
+}
+
+void AppendStat(std::string* out, std::string_view key, const Stat& s) {
+  for (int field = 0; field < 4; ++field) {
+    absl::StrAppendFormat(out, "\"%s.%s\":%d,", key, kStatFieldNames[field],
+                          StatField(s, field));
+  }
+}
+
 }  // namespace
+
+std::optional<int64_t> IntegerStat(const DeviceStats& s, std::string_view key) {
+  // "<array>.<pool>.<field>", "<stat>.<field>" or "<counter>".
+  const size_t dot = key.find('.');
+  const std::string_view name = key.substr(0, dot);
+  const std::string_view rest =
+      dot == std::string_view::npos ? std::string_view() : key.substr(dot + 1);
+  const size_t last_dot = rest.rfind('.');
+  const int field = IndexOf(kStatFieldNames, rest.substr(last_dot + 1));
+  if (last_dot != std::string_view::npos) {
+    const int pool = IndexOf(kStatPoolNames, rest.substr(0, last_dot));
+    if (pool < 0 || field < 0) return std::nullopt;
+#define FF_LOOKUP_ARRAY(stat) \
+  if (name == #stat) return StatField(s.stat.pool[pool], field);
+    FF_STAT_ARRAY_FIELDS(FF_LOOKUP_ARRAY)
+#undef FF_LOOKUP_ARRAY
+    return std::nullopt;
+  }
+  if (dot != std::string_view::npos) {
+    if (field < 0) return std::nullopt;
+#define FF_LOOKUP_STAT(stat) \
+  if (name == #stat) return StatField(s.stat, field);
+    FF_STAT_FIELDS(FF_LOOKUP_STAT)
+#undef FF_LOOKUP_STAT
+    return std::nullopt;
+  }
+#define FF_LOOKUP_COUNTER(counter) \
+  if (name == #counter) return int64_t(s.counter);
+  FF_COUNTER_FIELDS(FF_LOOKUP_COUNTER)
+  FF_GAUGE_FIELDS(FF_LOOKUP_COUNTER)
+  FF_SLEEP_FIELDS(FF_LOOKUP_COUNTER)
+  FF_TIMING_FIELDS(FF_LOOKUP_COUNTER)
+#undef FF_LOOKUP_COUNTER
+  return std::nullopt;
+}
 
 std::string StatsToJson(const DeviceStats& s) {
   std::string out = "{";

@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace fragfree {
 
@@ -130,6 +132,14 @@ Fragmentation ComputeFragmentation(const DeviceStats& stats);
 // "fragmentation.gap_severity" and "fragmentation.peak_gap_severity", the
 // GapVerdict values 0 (low), 1 (moderate), 2 (severe).
 std::string StatsToJson(const DeviceStats& stats);
+
+// The value StatsToJson writes under one integer key ("allocated_bytes.all.
+// current", "oversize_segments.peak", "num_ooms", ...), found from the key's
+// parts without writing the others; nullopt for a key it does not write and
+// for the "fragmentation." figures, which are computed. What one figure such
+// as torch.cuda.memory_allocated() costs without the whole JSON.
+std::optional<int64_t> IntegerStat(const DeviceStats& stats,
+                                   std::string_view key);
 
 }  // namespace fragfree
 

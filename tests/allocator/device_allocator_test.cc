@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "allocator/obs/snapshot.h"
 #include "allocator/phys/fault_injecting_backend.h"
-#include "allocator/phys/forwarding_backend.h"
 #include "allocator/phys/host_backend.h"
 #include "allocator/stream/host_event_source.h"
 #include "gtest/gtest.h"
@@ -631,43 +631,6 @@ TEST(DeviceAllocator, StatsFollowPyTorchMeanings) {
   std::string json = StatsToJson(s);
   EXPECT_NE(json.find("\"allocated_bytes.all.current\":0"), std::string::npos);
   EXPECT_NE(json.find("\"fragmentation.u_alloc\""), std::string::npos);
-}
-
-// Counts the driver's view of the device: the one call GetStats may make.
-class MemoryInfoCounter : public ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  DeviceMemoryInfo MemoryInfo() const override {
-    ++calls;
-    return ForwardingBackend::MemoryInfo();
-  }
-  mutable int calls = 0;
-};
-
-TEST(DeviceAllocator, StatsWithoutTheDeviceAskTheBackendNothing) {
-  auto counter = std::make_unique<MemoryInfoCounter>(
-      *HostBackend::Create(32 * kPage, kPage));
-  MemoryInfoCounter* info = counter.get();
-  auto a = *DeviceAllocator::Create(0, Options(), std::move(counter),
-                                    std::make_unique<ManualEventSource>());
-  void* p = *a->Malloc(1000, kS1);
-  void* q = *a->Malloc(3 * kPage, kS1);
-  ASSERT_TRUE(a->Free(q).ok());
-  const int before = info->calls;
-  const DeviceStats skip = a->GetStats(DeviceAllocator::DeviceMemory::kSkip);
-  EXPECT_EQ(info->calls, before);
-  EXPECT_EQ(skip.device_total_bytes, 0);
-  EXPECT_EQ(skip.device_free_bytes, 0);
-  const DeviceStats read = a->GetStats();
-  EXPECT_EQ(info->calls, before + 1);
-  EXPECT_EQ(read.device_total_bytes, int64_t(32 * kPage));
-  // Every other figure is the same (none moved in between).
-  DeviceStats same = read;
-  same.device_total_bytes = same.device_free_bytes = 0;
-  EXPECT_EQ(StatsToJson(skip), StatsToJson(same));
-  a->ResetPeakStats();  // (torch.cuda.reset_peak_memory_stats)
-  EXPECT_EQ(info->calls, before + 1);
-  ASSERT_TRUE(a->Free(p).ok());
 }
 
 TEST(DeviceAllocator, RequestSizesFeedTheBucketAdvisor) {

@@ -79,6 +79,11 @@ TEST_F(TwoDevices, RecordStreamGoesToTheDeviceThatOwnsThePointer) {
   EXPECT_EQ(s1.active_bytes[0].current, int64_t(size))
       << "record_stream did not reach device 1";
   EXPECT_EQ(Stats(0).active_bytes[0].current, 0);
+  int64_t active = -1;  // one figure, from the device asked
+  ASSERT_EQ(ff_get_stat(1, "active_bytes.all.current", &active), FF_OK);
+  EXPECT_EQ(active, int64_t(size));
+  ASSERT_EQ(ff_get_stat(0, "active_bytes.all.current", &active), FF_OK);
+  EXPECT_EQ(active, 0);
   // A pointer no device owns is an error naming it, with the owner lookup.
   int local = 0;
   EXPECT_EQ(ff_record_stream(&local, FF_DEVICE_OWNER, kS2),

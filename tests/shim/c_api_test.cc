@@ -73,6 +73,17 @@ TEST_F(CApiTest, AllocFreeAndStats) {
   ff_stats_json(0, full.data(), full.size());
   EXPECT_NE(full.find("\"allocated_bytes.all.current\":1048576"),
             std::string::npos);
+  // One figure by its key, as ff_get_allocator_stats reads it (the device's
+  // memory only for its own two keys).
+  int64_t value = -1;
+  ASSERT_EQ(ff_get_stat(0, "allocated_bytes.all.current", &value), FF_OK);
+  EXPECT_EQ(value, 1 << 20);
+  ASSERT_EQ(ff_get_stat(0, "reserved_bytes.all.peak", &value), FF_OK);
+  EXPECT_EQ(value, a.reserved_bytes[0].peak);
+  ASSERT_EQ(ff_get_stat(0, "device_total_bytes", &value), FF_OK);
+  EXPECT_EQ(value, s.device_total_bytes);
+  ASSERT_EQ(ff_get_stat(FF_DEVICE_DEFAULT, "num_ooms", &value), FF_OK);
+  EXPECT_EQ(value, 0);
   EXPECT_EQ(ff_free(p, 0), FF_OK);
   EXPECT_EQ(ff_check_invariants(0), FF_OK);
   EXPECT_TRUE(captured_.errors.empty());
@@ -146,6 +157,17 @@ TEST_F(CApiTest, BadInputIsAClearErrorAndCorruptsNothing) {
   EXPECT_EQ(ff_get_allocator_stats(0, &small), FF_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastMessage().find("ff_get_allocator_stats"), std::string::npos)
       << LastMessage();
+  int64_t value = 42;
+  EXPECT_EQ(ff_get_stat(0, "allocated_bytes.all.largest", &value),
+            FF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("\"allocated_bytes.all.largest\""),
+            std::string::npos)
+      << LastMessage();
+  EXPECT_EQ(ff_get_stat(0, "fragmentation.u_alloc", &value),
+            FF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ff_get_stat(0, nullptr, &value), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ff_get_stat(0, "num_ooms", nullptr), FF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(value, 42);  // untouched by a refused request
 
   // Configuration is fixed once memory is in use.
   EXPECT_EQ(ff_init("backend:host"), FF_ERR_STATE);

@@ -176,6 +176,8 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "ff_resume_ex": (_status, [ctypes.POINTER(_c_char_p), _c_int, ctypes.c_uint]),
     "ff_release_backup": (_status, [ctypes.POINTER(_c_size)]),
     "ff_paused_json": (_c_size, [_c_int, _c_char_p, _c_size]),
+    # One integer figure of the stats by its key, without the JSON or a driver call.
+    "ff_get_stat": (_status, [_c_int, _c_char_p, ctypes.POINTER(ctypes.c_int64)]),
     # The whole block around a pointer (docs/ipc.md, "Address ranges").
     "ff_get_address_range": (
         _status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_c_size)]
@@ -385,6 +387,19 @@ class Library:
         """The flat stats dict of ``device`` (memory_stats() keys plus
         fragfree's own), straight from ff_stats_json."""
         return self._json_call(self._cdll.ff_stats_json, device, "ff_stats_json")
+
+    def stat(self, device: int, key: str) -> int:
+        """One integer figure of ``device``'s stats by its memory_stats() key
+        ("allocated_bytes.all.current"), read by ff_get_stat without writing
+        the JSON and without a driver call; from the JSON with a library that
+        predates ff_get_stat."""
+        fn = self._optional.get("ff_get_stat")
+        if fn is None:
+            return int(self.stats(device).get(key, 0))
+        value = ctypes.c_int64()
+        self._check(fn(device, key.encode("utf-8"), ctypes.byref(value)),
+                    f"ff_get_stat(device={device}, {key!r})")
+        return value.value
 
     def reset_peak_stats(self, device: int = -1) -> None:
         self._check(self._cdll.ff_reset_peak_stats(device), "ff_reset_peak_stats")

@@ -194,9 +194,12 @@ def _flat(device: Any) -> dict[str, Any]:
 
 
 def _stat(device: Any, key: str) -> int:
+    """One figure, as torch.cuda.memory_allocated() and its kind read it:
+    without the whole stats and without a driver call, as PyTorch's own
+    allocator answers them."""
     if not _cuda_initialized():
         return 0
-    return int(_flat(device).get(key, 0))
+    return _lib().stat(device_index(device), key)
 
 
 def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:

@@ -78,6 +78,15 @@ def test_stats_follow_allocations(host_lib):
     assert after["allocated_bytes.all.freed"] - before["allocated_bytes.all.freed"] == grow
 
 
+def test_one_figure_is_the_jsons(host_lib, live):
+    # What pluggable mode's memory_allocated() and its kind read (ff_get_stat).
+    flat = host_lib.stats(0)
+    for key in torch_keys() + ["mapped_bytes.current", "pages_mapped", "cached_free_bytes"]:
+        assert host_lib.stat(0, key) == flat[key], key
+    with pytest.raises(fragfree.FragfreeError, match="allocated_bytes.all.largest"):
+        host_lib.stat(0, "allocated_bytes.all.largest")
+
+
 def test_reset_peak_and_accumulated(host_lib):
     p = host_lib.malloc(8 << 20, 0, None)
     host_lib.free(p)

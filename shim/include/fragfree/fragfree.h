@@ -125,6 +125,15 @@ FF_API ff_status_t ff_get_stats(int device, ff_stats_t* out);
  * field as ff_get_stats. What torch.cuda.memory_stats() and memory_allocated()
  * need; PyTorch's own allocator makes no driver call for them either. */
 FF_API ff_status_t ff_get_allocator_stats(int device, ff_stats_t* out);
+/* One integer figure of the stats by its ff_stats_json key (e.g.
+ * "allocated_bytes.all.current", "reserved_bytes.all.peak", "num_ooms") into
+ * *value, read as ff_get_allocator_stats reads it (no driver call, but for the
+ * keys device_free_bytes and device_total_bytes) and without writing the JSON:
+ * what torch.cuda.memory_allocated() and its kind need. device: an index, or
+ * FF_DEVICE_DEFAULT (device 0); a device fragfree has not served reports 0.
+ * FF_ERR_INVALID_ARGUMENT for a NULL argument or a key that names no integer
+ * figure (the "fragmentation." keys are computed: read them from the JSON). */
+FF_API ff_status_t ff_get_stat(int device, const char* key, int64_t* value);
 /* Writes the stats as one JSON object (memory_stats() keys) into buf; returns
  * the length the full text needs (excluding the NUL), or 0 on error. device:
  * an index, or FF_DEVICE_DEFAULT (device 0). */
