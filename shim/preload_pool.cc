@@ -35,21 +35,25 @@ DeviceAllocator* EngineOfPool(cudaMemPool_t pool) {
 }
 
 uint64_t FragfreeFigure(DeviceAllocator& d, cudaMemPoolAttr attr) {
-  const DeviceStats s = d.GetStats(DeviceAllocator::DeviceMemory::kSkip);
-  const Stat& used = s.allocated_bytes.pool[kPoolAll];
-  const Stat& reserved = s.reserved_bytes.pool[kPoolAll];
+  // One figure each, read without walking the arenas (GetStat): O(1).
+  const char* key = nullptr;
   switch (attr) {
     case cudaMemPoolAttrReservedMemCurrent:
-      return uint64_t(reserved.current);
+      key = "reserved_bytes.all.current";
+      break;
     case cudaMemPoolAttrReservedMemHigh:
-      return uint64_t(reserved.peak);
+      key = "reserved_bytes.all.peak";
+      break;
     case cudaMemPoolAttrUsedMemCurrent:
-      return uint64_t(used.current);
+      key = "allocated_bytes.all.current";
+      break;
     case cudaMemPoolAttrUsedMemHigh:
-      return uint64_t(used.peak);
+      key = "allocated_bytes.all.peak";
+      break;
     default:
       return 0;
   }
+  return uint64_t(d.GetStat(key).value_or(0));
 }
 
 }  // namespace

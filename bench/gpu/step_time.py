@@ -39,8 +39,9 @@ reserved bytes): how fragfree's memory converges, and what a step that grows
 costs against one that does not. --series is off by default: reading and parsing
 fragfree's stats between steps is work only fragfree's modes would do, and the
 step after it starts with the CPU's caches holding that work instead of the
-step's (session 38 found fragfree's first gather of an FSDP-style step 0.02 ms
-longer in every way in, LD_PRELOAD included, with the series read).
+step's (with the series read, fragfree's first gather of an FSDP-style step was
+0.02 ms longer in every way in, LD_PRELOAD included; without it, PyTorch's:
+bench/results/2026-12-06-h100-session39.md).
 
 Reported per workload and mode: the median step time (the median of the
 rounds' medians), its ratio to torch (median of the rounds' ratios) with the
