@@ -23,7 +23,7 @@ absl::Status Fail(std::string what) {
 
 // One arena's free and cached blocks, checked against its indexes.
 struct ArenaTally {
-  size_t free_blocks = 0, cached_blocks = 0, cached_bytes = 0;
+  size_t free_blocks = 0, free_bytes = 0, cached_blocks = 0, cached_bytes = 0;
 };
 
 // Whether `b` starts where its predecessor ended, links back to it, has a
@@ -93,6 +93,18 @@ absl::Status CheckArenaTally(const Arena& arena, uintptr_t end,
       tally.cached_bytes != arena.quick().bytes()) {
     return Fail("quick cache differs from the cached blocks");
   }
+  // The stats' walk over the indexes meets every free and cached block once.
+  size_t visited = 0, visited_bytes = 0;
+  bool other = false;
+  arena.ForEachFreeOrCached([&](const Block* b) {
+    ++visited;
+    visited_bytes += b->size;
+    other |= !b->is_free() && b->state != BlockState::kCached;
+  });
+  if (other || visited != tally.free_blocks + tally.cached_blocks ||
+      visited_bytes != tally.free_bytes + tally.cached_bytes) {
+    return Fail("the free index and quick cache do not hold the free blocks");
+  }
   return absl::OkStatus();
 }
 
@@ -141,6 +153,7 @@ absl::Status DeviceAllocator::CheckArena(const Arena& arena,
     if (absl::Status s = CheckBlockLayout(b, expect, prev); !s.ok()) return s;
     if (b->is_free()) {
       ++tally.free_blocks;
+      tally.free_bytes += b->size;
       if (prev != nullptr && prev->is_free()) {
         return Fail("two adjacent free blocks (missed coalescing)");
       }

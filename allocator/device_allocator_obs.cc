@@ -71,17 +71,18 @@ void DeviceAllocator::UpdateFreeBlockGaugesLocked() {
   int64_t split[3] = {}, split_bytes[3] = {};
   for (const auto& arena : arenas_) {
     const int pool = StatPoolOf(arena->kind());
-    for (const Block* b = arena->first_block(); b != nullptr; b = b->next) {
-      if (!b->is_free() && b->state != BlockState::kCached) continue;
+    // Only the free and cached blocks, through the arena's indexes (the
+    // invariant check holds them to the blocks): O(those), not O(blocks).
+    arena->ForEachFreeOrCached([&](const Block* b) {
       int64_t mapped = int64_t(arena->MappedBytes(b));
-      if (mapped == 0) continue;
+      if (mapped == 0) return;
       ++free_blocks;
       ++split[pool];
       split_bytes[pool] += mapped;
       cached += mapped;
       largest = std::max(largest, mapped);
       reclaimable += int64_t(arena->ReclaimablePages(b) * arena->page_size());
-    }
+    });
   }
   stats_.cached_free_bytes = cached;
   stats_.reclaimable_bytes = reclaimable;

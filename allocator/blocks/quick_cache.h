@@ -80,6 +80,17 @@ class QuickCache {
     bytes_ = count_ = 0;
   }
 
+  // Calls fn(const Block*) for every cached block (still kCached).
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    size_t left = count_;
+    for (size_t k = 0; left > 0 && k < classes_.size(); ++k) {
+      const Class& c = classes_[k];
+      for (uint32_t i = 0; i < c.count; ++i) fn(c.entries[i].block);
+      left -= c.count;
+    }
+  }
+
   size_t count() const { return count_; }
   size_t bytes() const { return bytes_; }
 

@@ -173,6 +173,16 @@ class Arena : public MetadataObject {
     return addr >= base_ && addr < base_ + size_;
   }
   const FreeIndex& free_index() const { return free_index_; }
+  // Calls fn(const Block*) for every free block (the free index) and every
+  // cached one (the quick cache): O(those blocks), not O(all blocks).
+  template <typename Fn>
+  void ForEachFreeOrCached(Fn&& fn) const {
+    free_index_.ForEachLargestFirst([&fn](const Block* b) {
+      fn(b);
+      return true;
+    });
+    quick_.ForEach(fn);
+  }
   // Recently freed small blocks kept whole (the engine decides what goes in).
   QuickCache& quick() { return quick_; }
   const QuickCache& quick() const { return quick_; }
