@@ -10,5 +10,7 @@ nvidia-smi -L | grep -q H200 && bench/gpu/gpu_call.sh hotpath $B/bin/steady_stat
 OUT="$OUT0" bench/gpu/dropin_modes.sh $B/lib/libfragfree.so default pluggable native preload | tail -45
 FRAGFREE_LIBRARY="$PWD/$B/lib/libfragfree.so" PYTHONPATH="$PWD/integrations/python" FRAGFREE_CONF=backend:cuda \
   timeout 90 python3 bench/micro/stat_read.py | tee "$OUT0/stat_read.md"
+FRAGFREE_LIBRARY="$PWD/$B/lib/libfragfree.so" PYTHONPATH="$PWD/integrations/python" FRAGFREE_CONF=backend:cuda \
+  timeout 60 python3 bench/micro/stat_read.py --live-per-free 20 | tee -a "$OUT0/stat_read.md"
 bench/gpu/gpu_call.sh steps $B/lib/libfragfree.so plug "$(left)" fsdp,moe "torch,$P,$N,torch#again"
 bench/gpu/gpu_call.sh summary plug
