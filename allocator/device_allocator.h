@@ -344,8 +344,9 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string DescribeBadPointer(uintptr_t addr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether UpdateGaugesLocked walks every arena's blocks for the figures
-  // counted from the free ones (O(blocks)), or leaves them as last computed.
+  // Whether UpdateGaugesLocked counts the figures of the free blocks again
+  // (a walk over every arena's free and cached blocks), or leaves them as last
+  // computed.
   enum class FreeBlocks { kWalk, kSkip };
   void UpdateGaugesLocked(DeviceMemory device_memory,
                           FreeBlocks free_blocks = FreeBlocks::kWalk)

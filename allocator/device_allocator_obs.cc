@@ -19,10 +19,9 @@ absl::Status DeviceAllocator::OutOfMemory(size_t size, size_t rounded,
                                           size_t pages_needed,
                                           std::string reason) {
   ++stats_.num_ooms;
-  UpdateGaugesLocked(DeviceMemory::kSkip);
-  const DeviceMemoryInfo info = backend_->MemoryInfo();
-  stats_.device_total_bytes = int64_t(info.total_bytes);
-  stats_.device_free_bytes = int64_t(info.free_bytes);
+  UpdateGaugesLocked(DeviceMemory::kRead);
+  const DeviceMemoryInfo info{.total_bytes = size_t(stats_.device_total_bytes),
+                              .free_bytes = size_t(stats_.device_free_bytes)};
   last_oom_ =
       OomFacts{.device = device_,
                .stream = stream,

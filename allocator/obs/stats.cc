@@ -100,18 +100,9 @@ namespace {
 // A Stat's four figures, in the order and under the names of the JSON keys.
 constexpr const char* kStatFieldNames[4] = {"current", "peak", "allocated",
                                             "freed"};
-int64_t StatField(const Stat& s, int field) {
-  switch (field) {
-    case 0:
-      return s.current;
-    case 1:
-      return s.peak;
-    case 2:
-      return s.allocated;
-    default:
-      return s.freed;
-  }
-}
+constexpr int64_t Stat::*kStatFields[4] = {&Stat::current, &Stat::peak,
+                                           &Stat::allocated, &Stat::freed};
+int64_t StatField(const Stat& s, int field) { return s.*kStatFields[field]; }
 
 // The index of `name` in `names`, or -1.
 template <size_t N>
