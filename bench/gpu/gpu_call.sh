@@ -13,6 +13,9 @@
 #       steady_state_bench BIN on the CUDA backend: the hot path's A/B rounds
 #       beside the host backend (bench/micro/hot_ab.py, 45 s) and the mapping
 #       path on its own; logs in $OUT/hot_ab.log and $OUT/mapping.log
+#   gpu_call.sh pack
+#       everything under $OUT into one archive, $OUT/call.tgz, and nothing
+#       beside it (the device tool brings back at most 8 files from $OUT)
 # Run from the repository root. $OUT defaults to ./gpu-out, as step_suite.sh's.
 set -u
 OUT0="${OUT:-$PWD/gpu-out}"
@@ -53,8 +56,14 @@ case "${1:-}" in
       --benchmark_filter='MapPages|CreateRelease' > "$OUT0/mapping.log" 2>&1
     grep -E "^BM_" "$OUT0/mapping.log" | sed -E 's/ +/ /g'
     ;;
+  pack)
+    [ -d "$OUT0" ] || exit 0
+    tmp=$(mktemp /tmp/gpu_call.XXXXXX)
+    # Removed only once the archive holds it all.
+    tar czf "$tmp" -C "$OUT0" . && find "$OUT0" -mindepth 1 -delete && mv "$tmp" "$OUT0/call.tgz"
+    ;;
   *)
-    echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME... | hotpath BIN" >&2
+    echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME... | hotpath BIN | pack" >&2
     exit 2
     ;;
 esac

@@ -1,8 +1,9 @@
 """bench/gpu/gpu_call.sh's parts that need no GPU: the summary of a step
-suite's log, a step run skipped when too little time is left, and usage
-errors."""
+suite's log, a step run skipped when too little time is left, the call's files
+packed into one archive, and usage errors."""
 import os
 import subprocess
+import tarfile
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu", "gpu_call.sh")
 
@@ -73,4 +74,32 @@ def test_call_prelude_sets_up_a_call(tmp_path):
                      "ff-pluggable@time_calls:False|ff-preload@time_calls:False")
     assert 270 <= int(left) <= 275
     assert libs == f"{root}/.carry/gpu/lib:{root}/.carry/gpu/deps:/x"
-    assert (tmp_path / "out" / "machine.txt").exists()
+    # On exit the call's files are one archive, and nothing is left beside it.
+    assert os.listdir(tmp_path / "out") == ["call.tgz"]
+    with tarfile.open(tmp_path / "out" / "call.tgz") as tar:
+        assert "./machine.txt" in tar.getnames()
+
+
+def test_pack_archives_every_file_and_keeps_only_the_archive(tmp_path):
+    out = tmp_path / "out"
+    for i in range(10):
+        (out / "d" / f"e{i}").mkdir(parents=True)
+        (out / "d" / f"e{i}" / "log.txt").write_text(str(i))
+    (out / "top.md").write_text("top")
+    r = run(out, "pack")
+    assert r.returncode == 0, r.stderr
+    assert os.listdir(out) == ["call.tgz"]
+    with tarfile.open(out / "call.tgz") as tar:
+        names = set(tar.getnames())
+        assert {"./top.md"} | {f"./d/e{i}/log.txt" for i in range(10)} <= names
+        assert tar.extractfile("./d/e7/log.txt").read() == b"7"
+    # A second pack keeps the first archive inside the new one.
+    r = run(out, "pack")
+    assert r.returncode == 0 and os.listdir(out) == ["call.tgz"]
+    with tarfile.open(out / "call.tgz") as tar:
+        assert "./call.tgz" in tar.getnames()
+
+
+def test_pack_without_an_out_folder_does_nothing(tmp_path):
+    r = run(tmp_path / "absent", "pack")
+    assert r.returncode == 0 and not (tmp_path / "absent").exists()
