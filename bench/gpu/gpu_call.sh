@@ -59,8 +59,9 @@ case "${1:-}" in
   pack)
     [ -d "$OUT0" ] || exit 0
     tmp=$(mktemp /tmp/gpu_call.XXXXXX)
-    # Removed only once the archive holds it all.
-    tar czf "$tmp" -C "$OUT0" . && find "$OUT0" -mindepth 1 -delete && mv "$tmp" "$OUT0/call.tgz"
+    # The files are removed only once the archive holds them all.
+    tar czf "$tmp" -C "$OUT0" . || { rm -f "$tmp"; exit 1; }
+    find "$OUT0" -mindepth 1 -delete && mv "$tmp" "$OUT0/call.tgz"
     ;;
   *)
     echo "usage: $0 machine | steps LIB NAME SECONDS WORKLOADS MODES | summary NAME... | hotpath BIN | pack" >&2
