@@ -48,8 +48,16 @@ def test_steps_with_under_a_minute_left_runs_nothing(tmp_path):
     assert not (tmp_path / "late").exists()
 
 
+def test_budget_with_under_a_minute_left_runs_nothing(tmp_path):
+    r = run(tmp_path, "budget", "lib.so", "late", "59", "gpt2", "torch")
+    assert r.returncode == 0
+    assert r.stdout.strip() == "budget late: skipped, 59 s left"
+    assert not (tmp_path / "late").exists()
+
+
 def test_usage_errors_exit_2(tmp_path):
-    for args in (["steps", "lib.so", "x", "120"], ["hotpath"], ["bogus"], []):
+    for args in (["steps", "lib.so", "x", "120"], ["budget", "lib.so", "x"], ["hotpath"], ["bogus"],
+                 []):
         r = run(tmp_path, *args)
         assert r.returncode == 2, args
         assert "usage:" in r.stderr
