@@ -197,6 +197,7 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
                                           bool searched, bool report_oom) {
   Block* block = *inout;
   RequestState request;
+  int room_step = 0;
   for (bool retried = false;; retried = true) {
     absl::Status status;
     size_t missing = 0;
@@ -233,8 +234,9 @@ absl::Status DeviceAllocator::PlaceAndMap(uint32_t slot, ArenaKind kind,
       }
     }
     if (!absl::IsResourceExhausted(status)) return status;
-    // Blocks held in quick caches, coalesced, may make room.
-    if (!retried && DrainQuickCaches()) continue;
+    absl::StatusOr<bool> room = MakeRoom(&room_step, &request);
+    if (!room.ok()) return room.status();
+    if (*room) continue;
     if (!report_oom) return status;
     return OutOfMemory(size, rounded, stream, missing,
                        std::string(status.message()));
@@ -252,6 +254,26 @@ bool DeviceAllocator::DrainQuickCaches() {
   bool drained = false;
   for (auto& arena : arenas_) drained |= DrainQuickCache(arena.get());
   return drained;
+}
+
+absl::StatusOr<bool> DeviceAllocator::MakeRoom(int* step,
+                                               RequestState* request) {
+  for (;;) {
+    switch ((*step)++) {
+      case 0:  // blocks held in quick caches, coalesced
+        if (DrainQuickCaches()) return true;
+        break;
+      case 1:  // other streams' uses of freed blocks, waited for
+        if (capturing_ > 0 || order_.pending().empty()) break;
+        if (!request->synced) ++stats_.num_sync_all_streams;
+        request->synced = true;
+        if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
+        DrainQuickCaches();  // pending frees may land in the caches
+        return true;
+      default:
+        return false;
+    }
+  }
 }
 
 absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,

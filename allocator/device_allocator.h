@@ -301,8 +301,8 @@ class DeviceAllocator : public MetadataObject {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps the pages under *inout (placed, needing pages) or, when it is null,
   // places the request (Place; `searched`: the caller has searched the slot's
-  // arenas of `kind`) and maps; sets *inout. On running out of memory, drains
-  // the quick caches and tries once more before reporting the OOM (with
+  // arenas of `kind`) and maps; sets *inout. On running out of memory, makes
+  // room (MakeRoom) and tries again while it can before reporting the OOM (with
   // `report_oom`; else the ResourceExhausted status alone, for a caller with
   // another way). On failure *inout is not allocated, and what the request
   // took is given back: its block is free again as it was, an arena made for
@@ -316,6 +316,15 @@ class DeviceAllocator : public MetadataObject {
   // frees; whether there were any.
   bool DrainQuickCache(Arena* arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainQuickCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One more way to give a request that ran out of memory room, cheapest
+  // first from `*step` (0 for a new request, advanced past the way taken):
+  // the quick caches drained; then, outside graph capture, the frees still
+  // pending on other streams (record_stream) waited for, as PyTorch's
+  // allocator waits for its outstanding events before it reports an OOM
+  // (counted in num_sync_all_streams once per request). Whether a way was
+  // taken (the request should try again); an error of the wait.
+  absl::StatusOr<bool> MakeRoom(int* step, RequestState* request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PageSource::MapUnder in the engine's present scope (capture, graph
   // pools whose pages stay put).
   absl::Status MapUnder(Block* block, size_t count, RequestState* request)

@@ -340,6 +340,48 @@ TEST(DeviceAllocator, RecordStreamDefersReuseUntilTheStreamIsDone) {
   ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
 }
 
+// Memory freed while another stream may still use it is waited for before a
+// request fails, as PyTorch's allocator synchronizes its outstanding events
+// before an OOM: the request succeeds, and in the freed block's place.
+TEST(DeviceAllocator, PendingFreesAreWaitedForBeforeAnOom) {
+  Fixture f = Make(8);
+  void* p = *f.a->Malloc(6 * kPage, kS1);
+  ASSERT_TRUE(f.a->RecordStream(p, kS2).ok());
+  ASSERT_TRUE(f.a->Free(p).ok());
+  const int64_t syncs = f.events->synchronizes();
+  void* small = *f.a->Malloc(kPage, kS1);  // fits beside the pending block
+  EXPECT_EQ(f.events->synchronizes(), syncs) << "waited with room to spare";
+  absl::StatusOr<void*> q = f.a->Malloc(6 * kPage, kS1);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_GT(f.events->synchronizes(), syncs);
+  EXPECT_EQ(f.a->GetStats().num_ooms, 0);
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  ASSERT_TRUE(f.a->Free(*q).ok());
+  ASSERT_TRUE(f.a->Free(small).ok());
+}
+
+// During graph capture nothing is waited for (an event cannot be synchronized
+// while its stream captures): the request fails and leaves the pending free.
+TEST(DeviceAllocator, PendingFreesAreNotWaitedForDuringCapture) {
+  Fixture f = Make(8);
+  void* p = *f.a->Malloc(6 * kPage, kS1);
+  ASSERT_TRUE(f.a->RecordStream(p, kS2).ok());
+  ASSERT_TRUE(f.a->Free(p).ok());
+  const PoolId pool{1, 9};
+  ASSERT_TRUE(
+      f.a->BeginAllocateToPool(pool, [](StreamHandle s) { return s == kS1; })
+          .ok());
+  f.events->SetCapturing(kS1, true);
+  const int64_t syncs = f.events->synchronizes();
+  EXPECT_TRUE(absl::IsResourceExhausted(f.a->Malloc(6 * kPage, kS1).status()));
+  EXPECT_EQ(f.events->synchronizes(), syncs);
+  f.events->SetCapturing(kS1, false);
+  ASSERT_TRUE(f.a->EndAllocateToPool(pool).ok());
+  ASSERT_TRUE(f.a->ReleasePool(pool).ok());
+  ASSERT_TRUE(f.a->CheckInvariants().ok()) << f.a->CheckInvariants();
+  EXPECT_TRUE(f.a->Malloc(6 * kPage, kS1).ok());
+}
+
 // FreeOnStream (cudaFreeAsync's free): on another stream it is RecordStream
 // then Free, under one lock; on the allocation stream a plain Free; a pointer
 // this device does not own changes and counts nothing.

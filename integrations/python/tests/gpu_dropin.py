@@ -348,6 +348,34 @@ def _():
     return {"sum": total}
 
 
+
+@check("record_stream_waited_for_before_oom")
+def _():
+    # A block freed while another stream still uses it is not lost to a
+    # request that needs it: PyTorch waits for the stream before it reports
+    # an OOM. Under a cap that holds one 0.6-cap block but not two, the
+    # second is requested while the side stream is still busy with the first.
+    torch.cuda.empty_cache()
+    cap = int(TOTAL * 0.1)
+    torch.cuda.set_per_process_memory_fraction(0.1)
+    side = torch.cuda.Stream()
+    try:
+        first = torch.empty(int(cap * 0.6), dtype=torch.uint8, device="cuda")
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(1_000_000_000)  # ~0.5 s of GPU time
+            first.fill_(1)
+        first.record_stream(side)
+        del first
+        busy = not side.query()
+        err = allocate_or_oom(int(cap * 0.6))
+        assert err is None, f"the freed block was not waited for: {str(err)[:200]}"
+    finally:
+        torch.cuda.synchronize()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    return {"side_stream_busy_at_request": busy}
+
 ok = all(r["ok"] is not False for r in results.values())
 print(json.dumps({
     "mode": MODE,
