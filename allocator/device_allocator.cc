@@ -258,22 +258,21 @@ bool DeviceAllocator::DrainQuickCaches() {
 
 absl::StatusOr<bool> DeviceAllocator::MakeRoom(int* step,
                                                RequestState* request) {
-  for (;;) {
-    switch ((*step)++) {
-      case 0:  // blocks held in quick caches, coalesced
-        if (DrainQuickCaches()) return true;
-        break;
-      case 1:  // other streams' uses of freed blocks, waited for
-        if (capturing_ > 0 || order_.pending().empty()) break;
-        if (!request->synced) ++stats_.num_sync_all_streams;
-        request->synced = true;
-        if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
-        DrainQuickCaches();  // pending frees may land in the caches
-        return true;
-      default:
-        return false;
+  if (*step == 0) {  // blocks held in quick caches, coalesced
+    *step = 1;
+    if (DrainQuickCaches()) return true;
+  }
+  if (*step == 1) {  // other streams' uses of freed blocks, waited for
+    *step = 2;
+    if (capturing_ == 0 && !order_.pending().empty()) {
+      if (!request->synced) ++stats_.num_sync_all_streams;
+      request->synced = true;
+      if (absl::Status s = ProcessPending(/*wait=*/true); !s.ok()) return s;
+      DrainQuickCaches();  // pending frees may land in the caches
+      return true;
     }
   }
+  return false;
 }
 
 absl::StatusOr<void*> DeviceAllocator::Malloc(size_t size,
